@@ -1,0 +1,102 @@
+"""The DuckDB catalog: views over the Parquet tables, and SQL over them.
+
+Views use paths relative to the repository root, so ``data/passband.duckdb`` keeps working
+when the repository is moved or cloned (open it from the root: ``duckdb data/passband.duckdb``).
+``passband sql`` builds the same views in memory, so it always sees the current shards.
+Extra views live as ``pipeline/views/<name>.sql`` files (one SELECT each) and are created
+after the tables, in name order.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import duckdb
+
+from pipeline.config import Params
+from pipeline.errors import PassbandError
+from pipeline.io import SHARD_GLOB, shard_paths
+from pipeline.schema import TABLES, schema
+
+VIEWS_DIR = Path(__file__).parent / "views"
+
+
+class CatalogError(PassbandError):
+    pass
+
+
+def table_dirs(params: Params) -> dict[str, list[str]]:
+    """Every directory whose shards make up each table (stage outputs never overlap in DVC)."""
+    p = params.paths
+    reform = p.reformulated
+    dirs = {t: [getattr(p, t)] for t in TABLES}
+    dirs["problems"].append(f"{reform}/problems")
+    dirs["rejects"].append(f"{reform}/rejects")
+    return dirs
+
+
+def _table_sql(name: str, dirs: list[str], root: Path) -> str:
+    globs = [f"{d}/{SHARD_GLOB}" for d in dirs if shard_paths(root / d)]
+    if not globs:
+        return schema(name).empty_select()
+    cols = ", ".join(schema(name).names)
+    files = ", ".join(f"'{g}'" for g in globs)
+    return f"SELECT {cols} FROM read_parquet([{files}])"
+
+
+def extra_views() -> list[tuple[str, str]]:
+    return [(f.stem, f.read_text()) for f in sorted(VIEWS_DIR.glob("*.sql"))]
+
+
+def create_views(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path) -> None:
+    for name, dirs in table_dirs(params).items():
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS {_table_sql(name, dirs, root)}")
+    for name, sql in extra_views():
+        try:
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+        except duckdb.Error as exc:
+            raise CatalogError(f"view {name} (pipeline/views/{name}.sql): {exc}") from exc
+
+
+def connect(params: Params, *, root: Path = Path(".")) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with every view, resolving paths against ``root``."""
+    root = Path(root).resolve()
+    con = duckdb.connect(":memory:")
+    con.execute(f"SET file_search_path = '{root}'")
+    create_views(con, params, root=root)
+    return con
+
+
+def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
+    """Write ``paths.catalog`` atomically: a temp database renamed into place."""
+    root = Path(root).resolve()
+    target = root / params.paths.catalog
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    os.unlink(tmp)  # duckdb wants to create the file itself
+    try:
+        con = duckdb.connect(tmp)
+        con.execute(f"SET file_search_path = '{root}'")
+        create_views(con, params, root=root)
+        con.close()
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+        Path(tmp + ".wal").unlink(missing_ok=True)
+    return target
+
+
+def query(params: Params, sql: str, *, root: Path = Path(".")):
+    """Run ``sql`` over the catalog and return a polars DataFrame; DuckDB errors become one line."""
+    con = connect(params, root=root)
+    try:
+        return con.sql(sql).pl()
+    except duckdb.Error as exc:
+        raise CatalogError(f"SQL error: {str(exc).splitlines()[0]}") from None
+    except AttributeError:  # a statement with no result (e.g. SET)
+        return None
+    finally:
+        con.close()

