@@ -19,6 +19,7 @@ from pipeline.config import Params
 from pipeline.errors import PassbandError
 from pipeline.io import SHARD_GLOB, shard_paths
 from pipeline.schema import TABLES, schema
+from pipeline.tablesets import SETS, table_set
 
 VIEWS_DIR = Path(__file__).parent / "views"
 
@@ -28,13 +29,9 @@ class CatalogError(PassbandError):
 
 
 def table_dirs(params: Params) -> dict[str, list[str]]:
-    """Every directory whose shards make up each table (stage outputs never overlap in DVC)."""
-    p = params.paths
-    reform = p.reformulated
-    dirs = {t: [getattr(p, t)] for t in TABLES}
-    dirs["problems"].append(f"{reform}/problems")
-    dirs["rejects"].append(f"{reform}/rejects")
-    return dirs
+    """Every directory whose shards make up each table: one per table set (see tablesets)."""
+    sets = [table_set(params, s) for s in SETS]
+    return {t: [getattr(ts, t) for ts in sets] for t in TABLES}
 
 
 def _table_sql(name: str, dirs: list[str], root: Path) -> str:
@@ -43,7 +40,8 @@ def _table_sql(name: str, dirs: list[str], root: Path) -> str:
         return schema(name).empty_select()
     cols = ", ".join(schema(name).names)
     files = ", ".join(f"'{g}'" for g in globs)
-    return f"SELECT {cols} FROM read_parquet([{files}])"
+    distinct = "DISTINCT " if name == "policies" else ""  # every set records the same policy
+    return f"SELECT {distinct}{cols} FROM read_parquet([{files}])"
 
 
 def extra_views() -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from pipeline.errors import PassbandError
-from pipeline.gold import GoldError, boxed_gold, gold_parses, golds_equivalent, gsm8k_gold, normalize_gold
+from pipeline.gold import GoldError, boxed_gold, gold_parses, golds_equivalent, gsm8k_gold
 from pipeline.ingest.records import RawReject, RawRow
 from pipeline.keys import normalize_question, problem_id
 from pipeline.schema import schema
@@ -189,7 +189,7 @@ def ingest(records: Iterable[RawRow | RawReject], *, limits: Limits = Limits()) 
         for m in members.pop(pid):
             reject(m["source"], m["source_id"], "conflicting_gold", detail, m["excerpt"])
     n_dups = [len(members.get(pid, ())) for pid in prob_cols["problem_id"]]
-    for pid, ms in members.items():
+    for ms in members.values():
         for m in ms:
             stats[m["source"]]["duplicates"] += 1
     dropped = set(drop)
