@@ -107,7 +107,8 @@ def parse_gold(gold: str) -> tuple:
 
 
 def gold_parses(gold: str) -> bool:
-    return is_plain_number(gold) or bool(parse_gold(gold))
+    """True when math-verify turns the gold into an expression (a bare string fallback does not count)."""
+    return is_plain_number(gold) or any(not isinstance(x, str) for x in parse_gold(gold))
 
 
 def golds_equivalent(a: str, b: str) -> bool:

@@ -140,7 +140,8 @@ class TableSchema:
         """The column table that README.md shows for this table."""
         lines = ["| column | type | null | description |", "|---|---|---|---|"]
         for c in self.columns:
-            lines.append(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.description} |")
+            desc = c.description.replace("|", "\\|")
+            lines.append(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {desc} |")
         return "\n".join(lines)
 
 

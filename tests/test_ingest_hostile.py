@@ -1,0 +1,135 @@
+"""Hostile input: every kind of bad row gives its documented outcome, and nothing is lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import SourceConfig
+from pipeline.ingest import REASONS, ingest
+from pipeline.ingest.core import Limits
+from pipeline.ingest.sources import read_source
+
+
+def j(obj) -> bytes:
+    return json.dumps(obj).encode()
+
+
+# (line bytes, expected) where expected is ("problem", gold) | ("reject", reason) | ("duplicate", None)
+JSONL_CASES: list[tuple[str, bytes, tuple[str, str | None]]] = [
+    ("valid", j({"question": "What is 2 + 3?", "answer": "5"}), ("problem", "5")),
+    ("malformed json", b'{"question": "What is 1 + 1?", "answer": ', ("reject", "malformed_json")),
+    ("not utf-8", b'{"question": "caf\xe9 \xff", "answer": "1"}', ("reject", "not_utf8")),
+    ("json array", b"[1, 2, 3]", ("reject", "not_an_object")),
+    ("json string", b'"just a string"', ("reject", "not_an_object")),
+    ("no question key", j({"answer": "4"}), ("reject", "missing_question")),
+    ("null question", j({"question": None, "answer": "4"}), ("reject", "missing_question")),
+    ("numeric question", j({"question": 12, "answer": "4"}), ("reject", "wrong_type")),
+    ("list question", j({"question": ["a", "b"], "answer": "4"}), ("reject", "wrong_type")),
+    ("blank question", j({"question": "  \n\t ", "answer": "4"}), ("reject", "empty_question")),
+    ("no gold", j({"question": "What is 9 - 4?"}), ("reject", "missing_gold")),
+    ("empty gold", j({"question": "What is 9 - 5?", "answer": "   "}), ("reject", "missing_gold")),
+    ("dict gold", j({"question": "What is 9 - 6?", "answer": {"v": 3}}), ("reject", "wrong_type")),
+    ("bool gold", j({"question": "Is 9 > 6?", "answer": True}), ("reject", "wrong_type")),
+    ("int gold", j({"question": "What is 6 * 7?", "answer": 42}), ("problem", "42")),
+    ("5 MB question", j({"question": "x" * 5_000_000, "answer": "1"}), ("reject", "question_too_long")),
+    ("NUL byte", j({"question": "What is\u0000 1 + 2?", "answer": "3"}), ("reject", "control_characters")),
+    ("gold too long", j({"question": "Write many digits.", "answer": "1" * 2000}), ("reject", "answer_too_long")),
+    ("unparseable gold", j({"question": "What is the colour?", "answer": "@@@ ###"}), ("reject", "unparseable_gold")),
+    ("wrong-type solution", j({"question": "What is 8 + 8?", "answer": "16", "solution": ["16"]}), ("reject", "wrong_type")),
+    # the same question twice with two different golds: both rows rejected, neither kept
+    ("conflict a", j({"question": "What is 10 / 4?", "answer": "2.5"}), ("reject", "conflicting_gold")),
+    ("conflict b", j({"question": "what is  10 / 4?", "answer": "3"}), ("reject", "conflicting_gold")),
+    # the same question (other case/spacing) with the same or an equivalent gold: folded
+    ("dup original", j({"question": "What is half of 1?", "answer": "1/2"}), ("problem", "1/2")),
+    ("dup spacing", j({"question": "What  is half of 1? ", "answer": "1/2"}), ("duplicate", None)),
+    ("dup equivalent gold", j({"question": "WHAT IS HALF OF 1?", "answer": "0.5"}), ("duplicate", None)),
+]
+
+GSM8K_CASES = [
+    ("gsm8k thousands", j({"question": "How many?", "answer": "500 + 734 = 1234\n#### 1,234"}), ("problem", "1234")),
+    ("gsm8k no marker", j({"question": "How many now?", "answer": "It is 7."}), ("reject", "unparseable_gold")),
+    ("gsm8k empty marker", j({"question": "How many then?", "answer": "It is 7.\n#### "}), ("reject", "unparseable_gold")),
+    ("gsm8k last marker", j({"question": "Which one?", "answer": "#### 3\nso\n#### 4"}), ("problem", "4")),
+]
+
+MATH_CASES = [
+    ("math nested boxed", j({"problem": "Find y.", "solution": "So $y=\\boxed{\\frac{1}{2}}$."}), ("problem", "\\frac{1}{2}")),
+    ("math last boxed", j({"problem": "Find z.", "solution": "$\\boxed{1}$ no, $\\boxed{2}$"}), ("problem", "2")),
+    ("math fbox", j({"problem": "Find w.", "solution": "Hence $\\fbox{5}$."}), ("problem", "5")),
+    ("math boxed no braces", j({"problem": "Find v.", "solution": "Hence $\\boxed 7$."}), ("problem", "7")),
+    ("math unclosed boxed", j({"problem": "Find u.", "solution": "Hence $\\boxed{3$."}), ("reject", "unparseable_gold")),
+    ("math no boxed", j({"problem": "Find t.", "solution": "The answer is 3."}), ("reject", "unparseable_gold")),
+    ("math empty boxed", j({"problem": "Find s.", "solution": "$\\boxed{}$"}), ("reject", "unparseable_gold")),
+    ("math null solution", j({"problem": "Find r.", "solution": None}), ("reject", "missing_gold")),
+]
+
+
+def _write(tmp: Path, name: str, cases) -> Path:
+    path = tmp / name
+    lines = [c[1] for c in cases]
+    # a blank line is not a row: it is skipped and not counted
+    path.write_bytes(b"\n".join([*lines[:3], b"   ", *lines[3:]]) + b"\n")
+    return path
+
+
+def _line_of(index: int) -> int:
+    return index + 1 if index < 3 else index + 2
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostile")
+    sources = [
+        SourceConfig(name="local", kind="jsonl", path=str(_write(tmp, "local.jsonl", JSONL_CASES))),
+        SourceConfig(name="gsm", kind="gsm8k", path=str(_write(tmp, "gsm.jsonl", GSM8K_CASES))),
+        SourceConfig(name="mth", kind="math", path=str(_write(tmp, "mth.jsonl", MATH_CASES))),
+    ]
+    records = [r for s in sources for r in read_source(s, root=tmp)]
+    return ingest(records, limits=Limits(max_question_chars=100_000, max_answer_chars=1000))
+
+
+def test_at_least_15_kinds_of_bad_rows():
+    bad = [c for c in JSONL_CASES + GSM8K_CASES + MATH_CASES if c[2][0] != "problem"]
+    assert len(bad) >= 15
+    assert len({c[2][1] for c in bad if c[2][0] == "reject"}) >= 12
+
+
+@pytest.mark.parametrize(
+    "source,file,index,case",
+    [("local", "local.jsonl", i, c) for i, c in enumerate(JSONL_CASES)]
+    + [("gsm", "gsm.jsonl", i, c) for i, c in enumerate(GSM8K_CASES)]
+    + [("mth", "mth.jsonl", i, c) for i, c in enumerate(MATH_CASES)],
+    ids=lambda v: v[0] if isinstance(v, tuple) else None,
+)
+def test_each_row_has_its_documented_outcome(result, source, file, index, case):
+    sid = f"{file}:{_line_of(index)}"
+    kind, value = case[2]
+    probs = [r for r in result.problems.to_pylist() if r["source"] == source and r["source_id"] == sid]
+    rejs = [r for r in result.rejects.to_pylist() if r["source"] == source and r["source_id"] == sid]
+    if kind == "problem":
+        assert not rejs, rejs
+        assert len(probs) == 1 and probs[0]["answer"] == value
+    elif kind == "reject":
+        assert not probs
+        assert [r["reason"] for r in rejs] == [value]
+        assert value in REASONS
+        assert rejs[0]["detail"]
+    else:
+        assert not probs and not rejs
+
+
+def test_nothing_is_lost(result):
+    n_rows = len(JSONL_CASES) + len(GSM8K_CASES) + len(MATH_CASES)
+    assert result.rows_read == n_rows
+    assert result.problems.num_rows + result.rejects.num_rows + result.duplicates == n_rows
+    assert result.duplicates == 2
+    folded = [r for r in result.problems.to_pylist() if r["answer"] == "1/2"]
+    assert folded[0]["n_duplicates"] == 2
+
+
+def test_rejects_keep_an_excerpt_not_the_whole_row(result):
+    big = [r for r in result.rejects.to_pylist() if r["reason"] == "question_too_long"]
+    assert len(big) == 1 and len(big[0]["excerpt"]) <= 200
