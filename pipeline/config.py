@@ -92,7 +92,12 @@ class PolicyConfig(Model):
     engine: str = "vllm"
     dtype: str = "float32"
     prompt: str = Field("fewshot_arith", description="prompt template name (pipeline/prompts/<name>.yaml)")
+    system_prompt: str | None = Field(None, description="overrides the template's system prompt (part of policy_id)")
     sampling: SamplingConfig = SamplingConfig()
+    engine_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="merged over rollout.engine_options[engine] for this policy (base_url, ...); not part of policy_id",
+    )
 
 
 class RolloutConfig(Model):
@@ -101,7 +106,9 @@ class RolloutConfig(Model):
     sources: list[str] | None = Field(None, description="only problems from these sources (None: all)")
     limit: int | None = Field(None, gt=0, description="at most this many problems (in problem_id order)")
     shard_size: int = Field(64, gt=0, description="problems per output shard")
-    engine_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    engine_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per engine name, that engine's options (performance knobs, not part of policy_id)"
+    )
 
 
 class VerifyConfig(Model):

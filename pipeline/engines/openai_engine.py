@@ -1,0 +1,196 @@
+"""Any OpenAI-compatible server (``vllm serve``, SGLang, TGI, a hosted API) over HTTP.
+
+Raw-text prompts go to ``/v1/completions``, chat prompts to ``/v1/chat/completions``. Each
+sample is one HTTP request with ``n=1`` and its own ``seed`` (a server's ``n`` derives the
+samples' seeds from one seed and their position), sent by ``concurrency`` async workers
+with a per-request timeout and retries with exponential back-off and jitter on connection
+errors, timeouts, 429 and 5xx. Any other error stops the run with the request named.
+
+    rollout:
+      engine_options:
+        openai: {base_url: "http://127.0.0.1:8000/v1", concurrency: 32}
+
+``top_k`` is sent only when set (!= -1); it is a vLLM/SGLang extension. The API key is read
+from the environment variable ``api_key_env`` (servers on loopback usually need none).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import httpx
+from pydantic import Field
+
+from pipeline.config import Model
+from pipeline.engines.registry import Engine, EngineError, Request, Sample
+
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+_FINISH = {"stop": "stop", "length": "length", "eos": "stop"}
+
+
+class OpenAIOptions(Model):
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="server URL up to and including /v1")
+    served_model: str | None = Field(None, description="the server's model name (default: the policy's model)")
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key, if any")
+    concurrency: int = Field(32, gt=0, description="requests in flight at once")
+    timeout_s: float = Field(600.0, gt=0, description="per HTTP request")
+    max_retries: int = Field(5, ge=0)
+    backoff_s: float = Field(1.0, gt=0, description="first back-off; doubles each retry, with jitter")
+    max_backoff_s: float = Field(30.0, gt=0)
+    startup_timeout_s: float = Field(60.0, ge=0, description="wait this long for the server at start")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="added to every request body")
+
+
+class _Retryable(Exception):
+    pass
+
+
+class OpenAIEngine(Engine):
+    name = "openai"
+    Options = OpenAIOptions
+
+    @property
+    def served_model(self) -> str:
+        return self.options.served_model or self.model.path
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.options.api_key_env)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _start(self) -> None:
+        """Wait for ``GET /models`` to answer and check that it serves our model."""
+        opts: OpenAIOptions = self.options
+        deadline = time.monotonic() + opts.startup_timeout_s
+        url = opts.base_url.rstrip("/") + "/models"
+        last: Exception | str = "no attempt"
+        while True:
+            try:
+                r = httpx.get(url, headers=self._headers(), timeout=10.0)
+                if r.status_code == 200:
+                    served = [m.get("id") for m in r.json().get("data", [])]
+                    if self.served_model not in served:
+                        raise EngineError(f"openai: {opts.base_url} serves {served}, not {self.served_model!r} "
+                                          f"(set engine_options.openai.served_model)")
+                    return
+                last = f"HTTP {r.status_code}: {r.text[:200]}"
+            except httpx.HTTPError as exc:
+                last = exc
+            if time.monotonic() >= deadline:
+                raise EngineError(f"openai: no server at {url} after {opts.startup_timeout_s:.0f}s ({last})")
+            time.sleep(0.5)
+
+    def body(self, request: Request, seed: int) -> tuple[str, dict[str, Any]]:
+        """The endpoint and JSON body of one sample."""
+        s = request.sampling
+        body: dict[str, Any] = {
+            "model": self.served_model, "n": 1, "seed": seed, "temperature": s.temperature, "top_p": s.top_p,
+            "max_tokens": s.max_tokens,
+        }
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if s.top_k != -1:
+            body["top_k"] = s.top_k
+        body.update(self.options.extra_body)
+        if request.prompt.chat:
+            return "/chat/completions", {**body, "messages": list(request.prompt.messages)}
+        return "/completions", {**body, "prompt": request.prompt.text}
+
+    async def _one(self, client: httpx.AsyncClient, request: Request, i: int) -> Sample:
+        opts: OpenAIOptions = self.options
+        path, body = self.body(request, request.seeds[i])
+        for attempt in range(opts.max_retries + 1):
+            try:
+                r = await client.post(path, json=body)
+                if r.status_code in _RETRY_STATUS:
+                    raise _Retryable(f"HTTP {r.status_code}: {r.text[:200]}")
+                if r.status_code != 200:
+                    raise EngineError(f"openai: request {request.id} sample {i}: HTTP {r.status_code}: {r.text[:300]}")
+                return self._sample(r.json(), request, i)
+            except (httpx.TransportError, _Retryable) as exc:
+                if attempt == opts.max_retries:
+                    raise EngineError(f"openai: request {request.id} sample {i} failed after "
+                                      f"{opts.max_retries + 1} attempts: {exc!r}") from exc
+                delay = min(opts.max_backoff_s, opts.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _sample(self, data: dict[str, Any], request: Request, i: int) -> Sample:
+        try:
+            choice = data["choices"][0]
+            text = choice["message"]["content"] if request.prompt.chat else choice["text"]
+            finish = _FINISH[choice["finish_reason"]]
+            n_tokens = int(data["usage"]["completion_tokens"])
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise EngineError(f"openai: request {request.id} sample {i}: unexpected response "
+                              f"({exc!r}): {str(data)[:300]}") from None
+        return Sample(request.id, i, request.seeds[i], text or "", n_tokens, finish)
+
+    async def _produce(self, requests: Sequence[Request], out: queue.Queue, state: dict[str, Any]) -> None:
+        opts: OpenAIOptions = self.options
+        work: asyncio.Queue = asyncio.Queue()
+        for req in requests:
+            for i in range(req.n):
+                work.put_nowait((req, i))
+        limits = httpx.Limits(max_connections=opts.concurrency, max_keepalive_connections=opts.concurrency)
+
+        async with httpx.AsyncClient(base_url=opts.base_url.rstrip("/"), headers=self._headers(), limits=limits,
+                                     timeout=httpx.Timeout(opts.timeout_s, connect=30.0)) as client:
+
+            async def worker() -> None:
+                while True:
+                    try:
+                        req, i = work.get_nowait()
+                    except asyncio.QueueEmpty:
+                        return
+                    out.put(await self._one(client, req, i))
+
+            tasks = [asyncio.create_task(worker()) for _ in range(min(opts.concurrency, work.qsize()))]
+            loop = asyncio.get_running_loop()
+            state["cancel"] = lambda: loop.call_soon_threadsafe(_cancel_all, tasks)
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _stream(self, requests: Sequence[Request]) -> Iterator[Sample]:
+        out: queue.Queue = queue.Queue()
+        state: dict[str, Any] = {}
+        done = object()
+
+        def run() -> None:
+            try:
+                asyncio.run(self._produce(requests, out, state))
+            except asyncio.CancelledError:
+                pass
+            except BaseException as exc:  # handed to the consumer thread
+                out.put(exc)
+            finally:
+                out.put(done)
+
+        thread = threading.Thread(target=run, name="passband-openai", daemon=True)
+        thread.start()
+        try:
+            while (item := out.get()) is not done:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            if thread.is_alive() and "cancel" in state:  # the consumer stopped early: drop what is in flight
+                with contextlib.suppress(RuntimeError):  # the loop may have closed meanwhile
+                    state["cancel"]()
+            thread.join()
+
+
+def _cancel_all(tasks: list[asyncio.Task]) -> None:
+    for t in tasks:
+        t.cancel()

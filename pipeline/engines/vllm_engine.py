@@ -1,0 +1,137 @@
+"""vLLM's offline engine, in-process (``vllm.LLM``): the CPU build here, the CUDA build on a GPU.
+
+Every sample is its own engine request with ``SamplingParams(n=1, seed=<sample seed>)``, so
+its text does not depend on batching or order (vLLM's own ``n`` derives the seeds of a
+request's samples from one seed and their position). Requests are fed to the engine through
+a bounded queue (``max_queued``) and collected step by step, so finished samples stream out
+while the engine keeps its batch full: the same loop as ``LLM.generate`` without waiting for
+the whole batch.
+
+Chat prompts go through the model's own chat template (``tokenizer.apply_chat_template``) and
+are tokenised without adding special tokens twice, as ``LLM.chat`` does.
+
+vLLM spawns a worker process: scripts that start this engine need the ``__main__`` guard.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.config import Model
+from pipeline.engines.registry import Engine, EngineError, Request, Sample
+from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env
+
+
+class VLLMOptions(Model):
+    max_num_seqs: int = Field(32, gt=0, description="sequences decoded together")
+    max_model_len: int = Field(2048, gt=0, description="prompt + completion tokens")
+    kv_cache_gib: int = Field(DEFAULT_KV_CACHE_GIB, ge=1, description="CPU build: KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)")
+    threads: int | None = Field(None, gt=0, description="CPU build: cores to bind (None: every allowed core)")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="CUDA build only")
+    enforce_eager: bool = True
+    max_queued: int = Field(256, gt=0, description="requests handed to the engine at once (>= max_num_seqs)")
+    cache_root: str = Field("data/cache/vllm", description="VLLM_CACHE_ROOT, relative to the repository root")
+    llm_kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to vllm.LLM as they are")
+
+
+_FINISH = {"stop": "stop", "length": "length"}
+
+
+class VLLMEngine(Engine):
+    name = "vllm"
+    Options = VLLMOptions
+
+    def _start(self) -> None:
+        opts: VLLMOptions = self.options
+        configure_cpu_env(threads=opts.threads, kv_cache_gib=opts.kv_cache_gib, cache_root=self.root / opts.cache_root)
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise EngineError(f"the vllm engine needs vLLM (pip install 'passband[cpu]' or '[gpu]'): {exc}") from exc
+        kwargs: dict[str, Any] = {
+            "model": self.model.path,
+            "dtype": self.model.dtype,
+            "seed": 0,
+            "max_model_len": opts.max_model_len,
+            "max_num_seqs": opts.max_num_seqs,
+            "enforce_eager": opts.enforce_eager,
+        }
+        if self.model.path == self.model.model_id:  # a hub id: pin the revision
+            kwargs["revision"] = self.model.revision
+        if _on_gpu():
+            kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
+        kwargs.update(opts.llm_kwargs)
+        self.llm = LLM(**kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self._ids = itertools.count()
+
+    def _close(self) -> None:
+        llm = self.__dict__.pop("llm", None)
+        if llm is not None:
+            shutdown = getattr(llm.llm_engine, "shutdown", None) or getattr(getattr(llm.llm_engine, "engine_core", None),
+                                                                             "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+            del llm
+
+    def engine_prompt(self, request: Request) -> dict[str, Any]:
+        """What vLLM is given for a request: the raw text, or the chat-templated token ids."""
+        if request.prompt.text is not None:
+            return {"prompt": request.prompt.text}
+        text = self.tokenizer.apply_chat_template(list(request.prompt.messages), tokenize=False, add_generation_prompt=True)
+        return {"prompt_token_ids": self.tokenizer(text, add_special_tokens=False)["input_ids"]}
+
+    def sampling_params(self, request: Request, seed: int):
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        s = request.sampling
+        return SamplingParams(
+            n=1, seed=seed, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_tokens,
+            stop=list(s.stop) or None, output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+
+    def _stream(self, requests: Sequence[Request]) -> Iterator[Sample]:
+        opts: VLLMOptions = self.options
+        engine = self.llm.llm_engine
+        todo = ((req, i) for req in requests for i in range(req.n))
+        rendered: dict[str, dict[str, Any]] = {}
+        inflight: dict[str, tuple[Request, int]] = {}
+        depth = max(opts.max_queued, opts.max_num_seqs)
+
+        def top_up() -> None:
+            for req, i in itertools.islice(todo, max(0, depth - len(inflight))):
+                if req.id not in rendered:
+                    rendered.clear()  # requests arrive in order: keep only the current one
+                    rendered[req.id] = self.engine_prompt(req)
+                rid = f"passband-{next(self._ids)}"
+                engine.add_request(rid, rendered[req.id], self.sampling_params(req, req.seeds[i]))
+                inflight[rid] = (req, i)
+
+        try:
+            top_up()
+            while inflight:
+                for out in engine.step():
+                    if not out.finished or out.request_id not in inflight:
+                        continue
+                    req, i = inflight.pop(out.request_id)
+                    o = out.outputs[0]
+                    if o.finish_reason not in _FINISH:
+                        raise EngineError(f"vllm: request {req.id} sample {i} finished with {o.finish_reason!r}")
+                    yield Sample(req.id, i, req.seeds[i], o.text, len(o.token_ids), _FINISH[o.finish_reason])
+                top_up()
+        finally:
+            if inflight:  # the consumer stopped early or something failed: leave the engine clean
+                engine.abort_request(list(inflight))
+
+
+def _on_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())

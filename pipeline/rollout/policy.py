@@ -1,0 +1,121 @@
+"""Policy snapshots: what a pass rate is relative to, and its key.
+
+``policy_id`` hashes everything that shapes a completion: the model id and revision (for the
+embedded model, the sha256 of its GGUF file), the engine, the dtype, every sampling
+parameter, the prompt template's name, version, digest and chat flag, and the system prompt.
+The policy's name in params.yaml is a label, not part of the hash::
+
+    {"dtype": "float32", "engine": "vllm", "model": "HuggingFaceTB/SmolLM2-135M-Instruct",
+     "prompt": {"chat": false, "digest": "…", "name": "fewshot_arith", "version": "1"},
+     "revision": "sha256:…", "sampling": {"max_tokens": 48, "stop": ["\\nQ:", "\\n\\n"], …},
+     "system_prompt": null}                                      -> pol_3f0c…
+
+The ``policies`` table holds every snapshot readably, one row per policy_id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline import keys
+from pipeline.config import ConfigError, PolicyConfig, SamplingConfig
+from pipeline.engines.registry import ModelSpec, Prompt
+from pipeline.model import read_manifest
+from pipeline.rollout.prompts import PromptTemplate, load_template, render
+from pipeline.schema import schema
+
+EMBEDDED = "embedded"
+EMBEDDED_DIR = "smollm2-135m-instruct"  # under paths.models, written by `passband prepare-model`
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    policy_id: str
+    identity: dict[str, Any]
+    model: ModelSpec
+    engine: str
+    template: PromptTemplate
+    system_prompt: str | None
+    sampling: SamplingConfig
+    engine_options: dict[str, Any] = field(default_factory=dict)
+
+    def render(self, question: str) -> Prompt:
+        return render(self.template, question, system=self.system_prompt)
+
+    def row(self) -> dict[str, Any]:
+        """This policy as a row of the ``policies`` table."""
+        s = self.sampling
+        return {
+            "policy_id": self.policy_id, "name": self.name, "model": self.model.model_id,
+            "revision": self.model.revision, "engine": self.engine, "dtype": self.model.dtype,
+            "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "max_tokens": s.max_tokens,
+            "stop": list(s.stop), "prompt_template": self.template.name, "prompt_version": self.template.version,
+            "prompt_digest": self.template.digest, "system_prompt": self.system_prompt, "chat": self.template.chat,
+            "identity": keys.canonical_json(self.identity),
+        }
+
+
+def identity(cfg: PolicyConfig, *, model_id: str, revision: str, template: PromptTemplate) -> dict[str, Any]:
+    """Everything ``policy_id`` hashes (the effective system prompt, not whether it was overridden)."""
+    return {
+        "model": model_id,
+        "revision": revision,
+        "engine": cfg.engine,
+        "dtype": cfg.dtype,
+        "sampling": cfg.sampling.model_dump(mode="json"),
+        "prompt": {"name": template.name, "version": template.version, "digest": template.digest, "chat": template.chat},
+        "system_prompt": cfg.system_prompt if cfg.system_prompt is not None else template.system,
+    }
+
+
+def make_policy(name: str, cfg: PolicyConfig, *, model_id: str, revision: str, path: str,
+                template: PromptTemplate | None = None) -> Policy:
+    """A policy from its config and a resolved model (pure: no files beyond the template)."""
+    template = template or load_template(cfg.prompt)
+    ident = identity(cfg, model_id=model_id, revision=revision, template=template)
+    return Policy(
+        name=name, policy_id=keys.policy_id(ident), identity=ident,
+        model=ModelSpec(model_id=model_id, path=path, revision=revision, dtype=cfg.dtype),
+        engine=cfg.engine, template=template, system_prompt=ident["system_prompt"], sampling=cfg.sampling,
+        engine_options=dict(cfg.engine_options),
+    )
+
+
+def embedded_model_dir(models_dir: Path) -> Path:
+    return Path(models_dir) / EMBEDDED_DIR
+
+
+def resolve_policy(name: str, cfg: PolicyConfig, *, models_dir: Path) -> Policy:
+    """Resolve ``model: embedded`` to the converted checkpoint and its GGUF digest; others need ``revision``."""
+    if cfg.model == EMBEDDED:
+        path = embedded_model_dir(models_dir)
+        manifest = read_manifest(path)
+        if manifest is None:
+            raise ConfigError(f"policy {name!r} uses the embedded model, but {path} holds no converted checkpoint; "
+                              f"run `passband prepare-model` (or `dvc repro prepare_model`) first")
+        if cfg.revision is not None and cfg.revision != manifest["revision"]:
+            raise ConfigError(f"policy {name!r}: revision {cfg.revision!r} does not match the embedded model's "
+                              f"{manifest['revision']!r}; leave revision unset for model: embedded")
+        return make_policy(name, cfg, model_id=manifest["model_id"], revision=manifest["revision"], path=str(path))
+    if not cfg.revision:
+        raise ConfigError(f"policy {name!r}: model {cfg.model!r} needs a revision (a commit hash or weight digest), "
+                          f"so that its policy_id names one snapshot")
+    return make_policy(name, cfg, model_id=cfg.model, revision=cfg.revision, path=cfg.model)
+
+
+def check_distinct(policies: list[Policy]) -> None:
+    """Two names for one snapshot would write the same keys twice: an error."""
+    seen: dict[str, str] = {}
+    for p in policies:
+        if p.policy_id in seen:
+            raise ConfigError(f"policies {seen[p.policy_id]!r} and {p.name!r} are the same snapshot ({p.policy_id})")
+        seen[p.policy_id] = p.name
+
+
+def policies_table(policies: list[Policy]) -> pa.Table:
+    return schema("policies").from_rows([p.row() for p in policies])
