@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "verify": "pipeline.verify.command:command",
     "annotate": "pipeline.annotate.command:command",
     "reformulate": "pipeline.reformulate.command:command",
+    "reformulate-report": "pipeline.reformulate.command:report",
     "publish": "pipeline.publish.command:command",
     "push": "pipeline.publish.command:push",
     "catalog": "pipeline.catalog_command:catalog",
