@@ -1,0 +1,42 @@
+"""Shared pytest fixtures. Each block belongs to one stage's tests; add yours as a new block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# --- rollout: the embedded model and one real vLLM engine per session -------------------------
+# Real-engine tests are marked `engine`; run them under `flock /tmp/passband-engine.lock` on a
+# shared machine. The engine is small (8 sequences, 512 tokens, 1 GiB KV cache) and started once.
+
+
+@pytest.fixture(scope="session")
+def embedded_model_dir() -> Path:
+    """The converted embedded checkpoint at data/models/smollm2-135m-instruct (what `passband prepare-model` writes).
+
+    Converted here when missing (about 30 s); a checkpoint for the same GGUF digest is reused.
+    """
+    from pipeline.model import convert_gguf, find_embedded_gguf
+    from pipeline.rollout.policy import EMBEDDED_DIR
+
+    out = REPO / "data" / "models" / EMBEDDED_DIR
+    convert_gguf(find_embedded_gguf(), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(embedded_model_dir):
+    """A started `vllm` engine on the embedded model, shared by every test of the session."""
+    from pipeline.engines.registry import ModelSpec, create_engine
+    from pipeline.model import read_manifest
+
+    m = read_manifest(embedded_model_dir)
+    spec = ModelSpec(m["model_id"], str(embedded_model_dir), m["revision"], "float32")
+    engine = create_engine("vllm", spec, {"max_num_seqs": 8, "max_model_len": 512, "kv_cache_gib": 1}, root=REPO)
+    engine.start()
+    yield engine
+    engine.close()
