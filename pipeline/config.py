@@ -141,9 +141,23 @@ class ReformulateConfig(Model):
 
 
 class PublishConfig(Model):
-    repo_id: str | None = None
-    private: bool = True
-    bands: list[str] = Field(default_factory=lambda: ["too_easy", "learnable", "too_hard", "unsolved"])
+    """The Hub dataset folder (paths.published) and its push; see pipeline/publish."""
+
+    repo_id: str | None = Field(None, description="ORG/NAME the card's load examples name (push still needs --repo-id)")
+    private: bool = Field(True, description="create the Hub repo private (push --public overrides)")
+    bands: list[str] = Field(
+        default_factory=lambda: ["too_easy", "learnable", "too_hard", "unsolved"],
+        description="bands kept (and one config each); items in other bands are left out",
+    )
+    policy: str | None = Field(None, description="primary policy (name or policy_id); None: rollout.policies[0]")
+    prompt_template: str = Field("zeroshot_boxed", description="chat template the `prompt` column is rendered with")
+    licenses: dict[str, str] = Field(
+        default_factory=dict, description="source kind -> Hub license id (unlisted: the LICENSE beside the source, else unknown)"
+    )
+    pretty_name: str = "passband: model-relative difficulty"
+    tags: list[str] = Field(default_factory=lambda: ["passband", "rlvr", "math", "difficulty", "grpo"])
+    exports: list[str] = Field(default_factory=lambda: ["default", "learnable"], description="configs exported per trainer")
+    shard_rows: int = Field(100_000, gt=0, description="rows per Parquet shard")
     options: dict[str, Any] = Field(default_factory=dict)
 
 

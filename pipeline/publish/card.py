@@ -1,0 +1,347 @@
+"""The dataset card (README.md with a YAML header) and its pass-rate histogram. Pure: text and bytes out.
+
+The header declares every config with its data files, the licenses of the items (derived from
+the sources, see :mod:`pipeline.publish`), tags and the size category; the body records the
+primary policy, the verifier, the counts per band, how the folder was built, how to load it
+and the columns.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+import pyarrow as pa
+import yaml
+
+from pipeline.publish.core import BANDS, COLUMNS, DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
+
+HISTOGRAM = "pass_rate_histogram.png"
+PLACEHOLDER_REPO = "ORG/NAME"
+_COLORS = {"too_easy": "#4c72b0", "learnable": "#55a868", "too_hard": "#dd8452", "unsolved": "#c44e52"}
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """How the folder was built: recorded in the card, build.json and the push's commit message."""
+
+    passband_version: str
+    git_commit: str | None
+    git_dirty: bool
+    dvc_lock_digest: str | None
+
+    def as_dict(self) -> dict:
+        return {"passband_version": self.passband_version, "git_commit": self.git_commit,
+                "git_dirty": self.git_dirty, "dvc_lock_digest": self.dvc_lock_digest}
+
+
+@dataclass(frozen=True)
+class CardSpec:
+    repo_id: str | None
+    pretty_name: str
+    tags: tuple[str, ...]
+    learnable_min: float
+    learnable_max: float
+    prompt_template: str  # the template the `prompt` column is rendered with (name v version)
+    source_licenses: tuple[tuple[str, str, str, int, str | None], ...]  # (source, kind, license, items, license file)
+
+
+def size_category(n: int) -> str:
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if n < limit:
+            return name
+    return "1M<n<10M"
+
+
+def type_name(t: pa.DataType, *, depth: int = 0) -> str:
+    """A short type name for the card: ``list<{role: string, content: string}>``; deeper structs by field name."""
+    if pa.types.is_list(t):
+        return f"list<{type_name(t.value_type, depth=depth)}>"
+    if pa.types.is_struct(t):
+        if depth > 0:
+            return "{" + ", ".join(f.name for f in t) + "}"
+        return "{" + ", ".join(f"{f.name}: {type_name(f.type, depth=depth + 1)}" for f in t) + "}"
+    return {"double": "float64"}.get(str(t), str(t))
+
+
+def licenses_of(dataset: Dataset) -> list[str]:
+    found = set()
+    for splits in dataset.configs.values():
+        for table in splits.values():
+            found.update(table.column("license").to_pylist())
+    return sorted(found)
+
+
+def metadata(dataset: Dataset, *, files: dict[str, dict[str, str]], spec: CardSpec) -> dict:
+    """The YAML header: configs with their data files (config -> split -> path glob), license, tags."""
+    licenses = licenses_of(dataset) or ["unknown"]
+    total = dataset.rows(DEFAULT_CONFIG) + dataset.rows(REFORMULATED_CONFIG)
+    configs = []
+    for name, splits in files.items():
+        entry: dict = {"config_name": name, "data_files": [{"split": s, "path": p} for s, p in splits.items()]}
+        if name == DEFAULT_CONFIG:
+            entry["default"] = True
+        configs.append(entry)
+    return {
+        "license": licenses[0] if len(licenses) == 1 else licenses,
+        "pretty_name": spec.pretty_name,
+        "language": ["en"],
+        "task_categories": ["text-generation"],
+        "size_categories": [size_category(total)],
+        "tags": list(spec.tags),
+        "configs": configs,
+    }
+
+
+def histogram_png(dataset: Dataset, *, spec: CardSpec) -> bytes:
+    """Pass rates of the kept items under the primary policy, stacked by band (matplotlib Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    rows = [r for t in dataset.configs[DEFAULT_CONFIG].values() for r in t.select(["pass_rate", "band", "n"]).to_pylist()]
+    ns = {r["n"] for r in rows}
+    if len(ns) == 1:  # pass rates are multiples of 1/n: one bar per possible value
+        n = ns.pop()
+        bins = [(i - 0.5) / n for i in range(n + 2)]
+    else:
+        bins = [i / 20 for i in range(21)]
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
+    data = [[r["pass_rate"] for r in rows if r["band"] == b] for b in BANDS]
+    ax.hist(data, bins=bins, stacked=True, label=list(BANDS), color=[_COLORS[b] for b in BANDS], edgecolor="white")
+    for edge in (spec.learnable_min, spec.learnable_max):
+        ax.axvline(edge, color="black", linestyle="--", linewidth=0.8)
+    ax.set_xlabel(f"pass rate under {dataset.primary['name']}")
+    ax.set_ylabel("problems")
+    ax.set_title(f"{len(rows)} problems; dashed: learnable band [{spec.learnable_min}, {spec.learnable_max}]")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join("" if v is None else str(v).replace("|", "\\|").replace("\n", "\\n") for v in r) + " |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def _policy_section(dataset: Dataset) -> str:
+    p = dataset.primary
+    sampling = {k: p[k] for k in ("temperature", "top_p", "top_k", "max_tokens", "stop")}
+    rows = [
+        ["name", f"`{p['name']}`"], ["policy_id", f"`{p['policy_id']}`"], ["model", f"`{p['model']}`"],
+        ["revision", f"`{p['revision']}`"], ["engine", p["engine"]], ["dtype", p["dtype"]],
+        ["sampling", f"`{json.dumps(sampling)}`"],
+        ["prompt template", f"`{p['prompt_template']}` version {p['prompt_version']} (digest `{p['prompt_digest']}`)"],
+        ["chat template", "yes" if p["chat"] else "no (raw completion text)"],
+        ["system prompt", f"`{p['system_prompt']}`" if p["system_prompt"] else "none"],
+        ["verifier_id", ", ".join(f"`{v}`" for v in dataset.verifier_ids) or "none"],
+    ]
+    return _table(["", ""], rows)
+
+
+def _counts_section(dataset: Dataset) -> str:
+    counts = dataset.band_counts(DEFAULT_CONFIG)
+    reform = dataset.band_counts(REFORMULATED_CONFIG)
+    splits = sorted(counts)
+    header = ["band", *[f"{s}" for s in splits], "reformulated"]
+    rows = []
+    for b in BANDS:
+        rows.append([f"`{b}`", *[counts[s].get(b, 0) for s in splits], sum(c.get(b, 0) for c in reform.values())])
+    rows.append(["**all kept**", *[sum(counts[s].values()) for s in splits], sum(sum(c.values()) for c in reform.values())])
+    return _table(header, rows)
+
+
+def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, str]], exports: list[str],
+                     private: bool) -> str:
+    cfg = "learnable" if "learnable" in files else DEFAULT_CONFIG
+    exports = [c for c in exports if c in files]
+    ex = cfg if cfg in exports else (exports[0] if exports else None)
+    out = [
+        "### 🤗 datasets",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        "",
+        f'ds = load_dataset("{repo}", "{cfg}")  # splits: {", ".join(files[cfg])}',
+        'row = ds["train"][0]',
+        'row["prompt"], row["answer"], row["pass_rate"], row["band"]',
+        "# every policy's numbers for the item",
+        '[(d["policy"], d["pass_rate"], d["band"]) for d in row["difficulty"]]',
+        "```",
+        "",
+    ]
+    if ex is None:
+        out += ["No trainer exports were built (publish.exports is empty).", ""]
+    else:
+        val = "test" if "test" in files.get(ex, {}) else "train"
+        out += [
+            "### TRL (GRPO)",
+            "",
+            "`solution` holds the gold in `$...$`, the column `trl.rewards.accuracy_reward` reads; GRPOTrainer passes every",
+            "extra column (pass_rate, band, ...) to reward functions as keyword arguments.",
+            "",
+            "```python",
+            "from datasets import load_dataset",
+            "from trl import GRPOConfig, GRPOTrainer",
+            "from trl.rewards import accuracy_reward",
+            "",
+            f'train = load_dataset("{repo}", data_files="exports/trl/{ex}/train.parquet", split="train")',
+            'trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", reward_funcs=accuracy_reward,',
+            '                      args=GRPOConfig(output_dir="grpo-out"), train_dataset=train)',
+            "trainer.train()",
+            "```",
+            "",
+            "### verl",
+            "",
+            "The fields of verl's *Prepare Data for Post-Training*: `data_source` (`passband/<source>`), `prompt`,",
+            "`ability`, `reward_model` `{style: rule, ground_truth}` and `extra_info` (split, index, difficulty fields).",
+            "verl's built-in scorer does not know `passband/*` sources: use the shipped math-verify reward.",
+            "",
+            "```bash",
+            f"hf download {repo} --repo-type dataset --local-dir passband-data",
+            "python -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\",
+            f"  data.train_files=passband-data/exports/verl/{ex}/train.parquet \\",
+            f"  data.val_files=passband-data/exports/verl/{ex}/{val}.parquet \\",
+            "  custom_reward_function.path=passband-data/exports/verl/reward.py \\",
+            "  custom_reward_function.name=compute_score  # plus your model and trainer settings",
+            "```",
+            "",
+            "### OpenRLHF",
+            "",
+            "```bash",
+            "python -m openrlhf.cli.train_ppo_ray \\",
+            f"  --prompt_data passband-data/exports/openrlhf/{ex}/train.jsonl \\",
+            "  --input_key input --label_key label --apply_chat_template \\",
+            "  --remote_rm_url reward_func.py  # reward_func(queries, prompts, labels): labels are the golds",
+            "```",
+            "",
+        ]
+    out += [
+        "### DuckDB",
+        "",
+        "```sql",
+        *(["-- private repo: CREATE SECRET hf (TYPE HUGGINGFACE, PROVIDER credential_chain);"] if private else []),
+        "SELECT band, count(*) AS n, round(avg(pass_rate), 3) AS mean_pass_rate",
+        f"FROM 'hf://datasets/{repo}/data/{DEFAULT_CONFIG}/*.parquet'",
+        "GROUP BY band ORDER BY n DESC;",
+        "```",
+    ]
+    return "\n".join(out)
+
+
+def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[str, list[str]], spec: CardSpec,
+           build: BuildInfo, private: bool) -> str:
+    """The whole README.md: YAML header, then the body."""
+    repo = spec.repo_id or PLACEHOLDER_REPO
+    header = yaml.safe_dump(metadata(dataset, files=files, spec=spec), sort_keys=False, allow_unicode=True)
+    p = dataset.primary
+    others = [q for q in dataset.policies if q["policy_id"] != p["policy_id"]]
+    licenses = [[f"`{s}`", k, f"`{lic}`", n, f"[{f}]({f})" if f else "—"] for s, k, lic, n, f in spec.source_licenses]
+    export_lines = [f"- `{fmt}`: " + ", ".join(f"`{c}`" for c in cfgs) for fmt, cfgs in exports.items()]
+    body = [
+        f"# {spec.pretty_name}",
+        "",
+        "Math problems annotated with **model-relative difficulty**: the pass rate of one policy snapshot",
+        f"(`{p['name']}`) measured from {'/'.join(str(n) for n in sorted(_ns(dataset)))} sampled rollouts per problem,",
+        "verified with math-verify, with a 95 % interval, a band and the band's posterior confidence. Built with",
+        "passband (`passband publish`). Difficulty is a property of the policy, not of the problem: re-measure",
+        "for another checkpoint before you rely on the bands.",
+        "",
+        "## Configs",
+        "",
+        _table(["config", "rows", "what"], [[f"`{c}`", dataset.rows(c), _what(c) + ("" if c in files else _EMPTY)]
+                                            for c in dataset.configs]),
+        "",
+        "Splits follow the sources' own splits (`train`, `test`), so test items never land in a train split.",
+        f"Not published: {dataset.unmeasured} problems the primary policy has no measurement for"
+        + (", and measured items in bands left out by publish.bands: "
+           + ", ".join(f"{b} {n}" for b, n in sorted(dataset.dropped_bands.items())) if dataset.dropped_bands else "")
+        + ".",
+        "",
+        "## Policy",
+        "",
+        _policy_section(dataset),
+        "",
+        f"The `prompt` column is rendered for training with the `{spec.prompt_template}` template; the pass rates were",
+        "measured with the policy's own template above.",
+        "",
+        *(["Other policies measured on these items (their numbers are in the `difficulty` column):", "",
+           _table(["name", "policy_id", "model", "revision", "prompt"],
+                  [[q["name"], f"`{q['policy_id']}`", q["model"], f"`{q['revision']}`",
+                    f"{q['prompt_template']} v{q['prompt_version']}"] for q in others]), ""] if others else []),
+        "## Bands",
+        "",
+        f"`unsolved`: no correct rollout; `too_hard`: pass rate < {spec.learnable_min}; `learnable`: "
+        f"{spec.learnable_min} ≤ pass rate ≤ {spec.learnable_max}; `too_easy`: pass rate > {spec.learnable_max}.",
+        "Items per band under the primary policy:",
+        "",
+        _counts_section(dataset),
+        "",
+        f"![pass-rate histogram]({HISTOGRAM})",
+        "",
+        "## How to load",
+        "",
+        _loading_section(dataset, repo=repo, files=files, exports=exports.get("verl", []), private=private),
+        "",
+        "## Trainer exports",
+        "",
+        "Under `exports/`, per format, one folder per config with one file per split:",
+        "",
+        *export_lines,
+        "",
+        "## Columns",
+        "",
+        _table(["column", "type", "description"], [[f"`{n}`", f"`{type_name(t)}`", d] for n, t, _, d in COLUMNS]),
+        "",
+        "## Sources and licenses",
+        "",
+        "Each item carries its source's license (a reformulation carries its parent's: it is a derivative work).",
+        "Synthetic items are generated by passband itself and released under passband's license.",
+        "",
+        _table(["source", "kind", "license", "items", "license text"], licenses),
+        "",
+        "## How it was built",
+        "",
+        _table(["", ""], _build_rows(build)),
+        "",
+        "The dvc.lock digest is the sha256 of the canonical JSON of every stage's lock entry except `publish` itself:",
+        "the exact inputs, parameters and outputs of the tables this folder was built from.",
+        "",
+    ]
+    return f"---\n{header}---\n\n" + "\n".join(body)
+
+
+_EMPTY = " (empty, so not declared: 🤗 datasets cannot load a config without rows)"
+
+
+def _what(config: str) -> str:
+    if config == DEFAULT_CONFIG:
+        return "every kept item (primary policy measured it, band kept)"
+    if config == REFORMULATED_CONFIG:
+        return "rewritten (easier, backward) forms of too-hard items, re-measured; `parent_id` / `method` say from what"
+    return f"kept items whose primary band is `{config}`"
+
+
+def _build_rows(build: BuildInfo) -> list[list[str]]:
+    dirty = " (with uncommitted code changes)" if build.git_dirty else ""
+    lock = f"`sha256:{build.dvc_lock_digest}`" if build.dvc_lock_digest else "none (not built by dvc repro)"
+    return [["passband version", f"`{build.passband_version}`"],
+            ["git commit", f"`{build.git_commit or 'unknown'}`{dirty}"],
+            ["dvc.lock digest", lock]]
+
+
+def _ns(dataset: Dataset) -> set[int]:
+    found: Counter[int] = Counter()
+    for t in dataset.configs[DEFAULT_CONFIG].values():
+        found.update(t.column("n").to_pylist())
+    return set(found) or {0}

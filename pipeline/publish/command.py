@@ -1,0 +1,73 @@
+"""``passband publish`` and ``passband push``: the thin shells of the publish stage."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from pipeline.options import with_params
+from pipeline.publish import run
+
+
+def _shown(path: Path) -> str:
+    rel = os.path.relpath(path)
+    return path.as_posix() if rel.startswith("..") else rel
+
+
+@click.command()
+@with_params
+def command(*, params, root) -> None:
+    """Build the Hub dataset folder (paths.published) from the difficulty tables.
+
+    Configs: default (every kept item), one per band in publish.bands, and reformulated; the
+    card records the primary policy, the verifier, counts per band, a pass-rate histogram and
+    how the folder was built. Trainer exports (verl, TRL, OpenRLHF) go under exports/.
+    Nothing is uploaded: `passband push --repo-id ORG/NAME` does that.
+    """
+    result = run(params, root=root)
+    ds = result.dataset
+    folder = _shown(result.folder)
+    click.echo(f"publish: {folder} ({len(result.files)} files), primary policy {ds.primary['name']} ({ds.primary['policy_id']})")
+    for config in ds.configs:
+        splits = ", ".join(f"{s} {t.num_rows}" for s, t in ds.configs[config].items())
+        click.echo(f"  {config}: {ds.rows(config)} rows ({splits})")
+    if ds.unmeasured:
+        click.echo(f"  not published: {ds.unmeasured} problems without a measurement by the primary policy")
+    cfg = "learnable" if "learnable" in ds.configs else "default"
+    click.echo("load it:")
+    click.echo(f'  python -c \'import datasets; print(datasets.load_dataset("{folder}", "{cfg}"))\'')
+    click.echo("push it:  passband push --repo-id ORG/NAME [--dry-run] [--public]")
+
+
+@click.command()
+@click.option("--repo-id", required=True, help="Target Hub dataset repo, ORG/NAME (always explicit).")
+@click.option("--dry-run", is_flag=True, help="List what would be uploaded, and the commit message; upload nothing.")
+@click.option("--public", is_flag=True, help="Create the repo public (default: publish.private, which is private).")
+@with_params
+def push(*, repo_id: str, dry_run: bool, public: bool, params, root) -> None:
+    """Upload the published folder (paths.published) to a Hub dataset repo in one commit.
+
+    The token is HF_TOKEN or your `hf auth login`; passband never prints or stores it.
+    An existing repo keeps its visibility.
+    """
+    from pipeline.publish import hub
+
+    folder = Path(root) / params.paths.published
+    private = params.publish.private and not public
+    the_plan = hub.plan(folder, repo_id=repo_id, private=private, card_repo_id=params.publish.repo_id)
+    total = sum(size for _, size in the_plan.files)
+    click.echo(f"push: {_shown(folder)} -> datasets/{repo_id} ({'private' if private else 'public'}), "
+               f"{len(the_plan.files)} files, {total} bytes")
+    click.echo(f"commit: {the_plan.commit_message}")
+    if dry_run:
+        for path, size in the_plan.files:
+            click.echo(f"  {size:>12}  {path}")
+        click.echo("dry run: nothing uploaded")
+        return
+    result = hub.push(folder, the_plan)
+    for path in result.deleted:
+        click.echo(f"  deleted stale {path}")
+    click.echo(f"pushed: {result.commit_url}")
+    click.echo(f'load it: datasets.load_dataset("{repo_id}", "learnable")')

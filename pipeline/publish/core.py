@@ -1,0 +1,269 @@
+"""Publish core: problems + difficulty (+ reformulations) in, the dataset's rows per config and split out.
+
+Touches no files. One row is one problem, with its measured difficulty under every policy
+(``difficulty``, a list keyed by policy) and the *primary* policy's numbers again as top-level
+columns, which the per-band configs split on::
+
+    problem_id    p_1c2e...        question  "What is 52 - 27?"   answer "25"
+    prompt        [{"role": "user", "content": "What is 52 - 27?\\nPlease reason step by step, ..."}]
+    policy_id     pol_9f...        pass_rate 0.375  ci [0.14, 0.69]  band learnable  n 8
+    difficulty    [{policy: smollm2-135m-3shot, policy_id: pol_9f..., pass_rate: 0.375, ...}, ...]
+
+Configs: ``default`` (every kept main item), one per band (kept items whose primary band is
+that band) and ``reformulated`` (kept reformulations, with their parent's primary numbers).
+Kept: measured by the primary policy, with a band in ``publish.bands``. The Hub split of a
+row is its source's split (``train`` when the source has none), so test items never land in
+a train split.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.errors import PassbandError
+
+BANDS = ("too_easy", "learnable", "too_hard", "unsolved")
+DEFAULT_CONFIG = "default"
+REFORMULATED_CONFIG = "reformulated"
+UNKNOWN_LICENSE = "unknown"
+SPLIT_KEY = "__split__"  # internal: the Hub split of a row, dropped before writing
+
+MESSAGE = pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())])
+FLAG_RATE = pa.struct([pa.field("flag", pa.string()), pa.field("rate", pa.float64())])
+
+# (name, type, nullable, description): one per measured quantity, shared by the per-policy struct
+# and the primary policy's top-level columns.
+_MEASURED: list[tuple[str, pa.DataType, bool, str]] = [
+    ("policy_id", pa.string(), False, "policy key (hash of model, revision, engine, sampling, prompt template)"),
+    ("verifier_id", pa.string(), False, "verifier configuration the verdicts came from"),
+    ("n", pa.int64(), False, "rollouts verified"),
+    ("n_correct", pa.int64(), False, "rollouts judged correct"),
+    ("pass_rate", pa.float64(), False, "n_correct / n"),
+    ("ci_low", pa.float64(), False, "lower end of the 95 % interval of the pass rate"),
+    ("ci_high", pa.float64(), False, "upper end of the 95 % interval of the pass rate"),
+    ("band", pa.string(), False, "too_easy | learnable | too_hard | unsolved"),
+    ("band_confidence", pa.float64(), False, "posterior probability that the true pass rate lies in the band"),
+    ("learnability", pa.float64(), False, "p(1-p): expected GRPO signal"),
+    ("flag_rates", pa.list_(FLAG_RATE), False, "per shortcut/degeneracy flag, the share of rollouts it fired on"),
+    ("flagged_correct_rate", pa.float64(), True, "share of correct rollouts with at least one shortcut flag"),
+]
+
+POLICY_DIFFICULTY = pa.struct(
+    [pa.field("policy", pa.string(), nullable=False)] + [pa.field(n, t, nullable=nl) for n, t, nl, _ in _MEASURED]
+)
+
+COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
+    ("problem_id", pa.string(), False, "problem key: hash of the normalised question"),
+    ("prompt", pa.list_(MESSAGE), False, "chat messages to train on (publish.prompt_template rendered)"),
+    ("question", pa.string(), False, "normalised question text"),
+    ("answer", pa.string(), False, "gold answer, a string math-verify parses (wrap it in $...$)"),
+    ("reference_solution", pa.string(), True, "the source's worked solution, when it has one"),
+    ("source", pa.string(), False, "source name in params.yaml (for reformulations: the method)"),
+    ("subject", pa.string(), True, "the source's subject label"),
+    ("level", pa.string(), True, "the source's own difficulty label"),
+    ("license", pa.string(), False, "license of the item (of its parent, for a reformulation)"),
+    ("parent_id", pa.string(), True, "reformulations: the problem this one was rewritten from"),
+    ("method", pa.string(), True, "reformulations: the method (fobar, hint_prefix, ...)"),
+    ("parent_pass_rate", pa.float64(), True, "reformulations: the parent's pass rate under the primary policy"),
+    ("parent_band", pa.string(), True, "reformulations: the parent's band under the primary policy"),
+    *[(n, t, nl, f"primary policy: {d}") for n, t, nl, d in _MEASURED],
+    ("difficulty", pa.list_(POLICY_DIFFICULTY), False, "every policy's measurement of this item, sorted by policy name"),
+]
+
+SCHEMA = pa.schema([pa.field(n, t, nullable=nl) for n, t, nl, _ in COLUMNS])
+_SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
+
+
+class PublishError(PassbandError):
+    """The tables cannot be published as configured."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The tables publish reads: the main set, the reformulated set and the policies."""
+
+    problems: pa.Table
+    difficulty: pa.Table
+    policies: pa.Table
+    reformulated_problems: pa.Table
+    reformulated_difficulty: pa.Table
+
+
+@dataclass(frozen=True)
+class Spec:
+    policy: str  # primary policy: a name in params.yaml or a policy_id
+    bands: tuple[str, ...]
+    licenses: Mapping[str, str]  # source name -> license id
+    render: Callable[[str], list[dict[str, str]]]  # question -> chat messages
+
+
+@dataclass
+class Dataset:
+    primary: dict[str, Any]  # the primary policy's row of the policies table
+    policies: list[dict[str, Any]]  # every policy with measurements, by name
+    configs: dict[str, dict[str, pa.Table]]  # config -> Hub split -> rows (SCHEMA)
+    unmeasured: int  # main problems the primary policy has no difficulty for
+    dropped_bands: dict[str, int] = field(default_factory=dict)  # measured but band not kept
+    verifier_ids: list[str] = field(default_factory=list)
+
+    def rows(self, config: str) -> int:
+        return sum(t.num_rows for t in self.configs[config].values())
+
+    def band_counts(self, config: str = DEFAULT_CONFIG) -> dict[str, dict[str, int]]:
+        """split -> band -> rows, for the primary policy."""
+        out: dict[str, dict[str, int]] = {}
+        for split, table in self.configs[config].items():
+            out[split] = dict(Counter(table.column("band").to_pylist()))
+        return out
+
+
+def resolve_policy(policies: list[dict[str, Any]], wanted: str) -> dict[str, Any]:
+    """The policies-table row named (or keyed) ``wanted``; an unknown or ambiguous name is an error."""
+    by_id = [p for p in policies if p["policy_id"] == wanted]
+    if by_id:
+        return by_id[0]
+    named = [p for p in policies if p["name"] == wanted]
+    if len(named) == 1:
+        return named[0]
+    if not named:
+        known = sorted({f"{p['name']} ({p['policy_id']})" for p in policies})
+        raise PublishError(f"primary policy {wanted!r} has no measurements; measured policies: {known or 'none'}")
+    ids = sorted(p["policy_id"] for p in named)
+    raise PublishError(
+        f"policy name {wanted!r} names several snapshots {ids} (its parameters changed between runs); "
+        "set publish.policy to one policy_id"
+    )
+
+
+def hub_split(split: str | None) -> str:
+    name = split or "train"
+    if not _SPLIT_NAME.match(name):
+        raise PublishError(f"split {name!r} is not a valid Hub split name (letters, digits, _ and . only)")
+    return name
+
+
+def _flag_rates(rates) -> list[dict[str, Any]]:
+    pairs = rates.items() if isinstance(rates, dict) else (rates or [])
+    return [{"flag": k, "rate": float(v)} for k, v in sorted(pairs)]
+
+
+def _measured(row: dict[str, Any]) -> dict[str, Any]:
+    out = {name: row[name] for name, *_ in _MEASURED if name != "flag_rates"}
+    out["flag_rates"] = _flag_rates(row["flag_rates"])
+    return out
+
+
+def _license(pid: str, problems: Mapping[str, dict], licenses: Mapping[str, str]) -> str:
+    """An item's license is its source's; a reformulation's is its root parent's (a derivative work)."""
+    seen = set()
+    row = problems.get(pid)
+    while row is not None and row.get("parent_id") and row["parent_id"] not in seen:
+        seen.add(row["problem_id"])
+        parent = problems.get(row["parent_id"])
+        if parent is None:
+            return UNKNOWN_LICENSE
+        row = parent
+    if row is None:
+        return UNKNOWN_LICENSE
+    return licenses.get(row["source"], UNKNOWN_LICENSE)
+
+
+def build(inputs: Inputs, *, spec: Spec) -> Dataset:
+    """Join problems with their difficulty, keep the primary policy's kept items, split into configs."""
+    if unknown := [b for b in spec.bands if b not in BANDS]:
+        raise PublishError(f"unknown bands {unknown} in publish.bands; known: {', '.join(BANDS)}")
+    policies = sorted(inputs.policies.to_pylist(), key=lambda p: (p["name"], p["policy_id"]))
+    policies = list({p["policy_id"]: p for p in policies}.values())
+    names = {p["policy_id"]: p["name"] for p in policies}
+    difficulty = inputs.difficulty.to_pylist() + inputs.reformulated_difficulty.to_pylist()
+    measured_ids = {d["policy_id"] for d in difficulty}
+    primary = resolve_policy([p for p in policies if p["policy_id"] in measured_ids], spec.policy)
+    pol = primary["policy_id"]
+
+    per_problem: dict[str, list[dict[str, Any]]] = {}
+    for d in difficulty:
+        if d["policy_id"] not in names:
+            raise PublishError(f"difficulty row for {d['problem_id']} names policy {d['policy_id']}, absent from policies")
+        per_problem.setdefault(d["problem_id"], []).append({"policy": names[d["policy_id"]], **_measured(d)})
+    for rows in per_problem.values():
+        rows.sort(key=lambda r: (r["policy"], r["policy_id"]))
+
+    main = {r["problem_id"]: r for r in inputs.problems.to_pylist()}
+    reform = {r["problem_id"]: r for r in inputs.reformulated_problems.to_pylist()}
+    everything = {**main, **reform}
+    primary_of = {pid: next((r for r in rows if r["policy_id"] == pol), None) for pid, rows in per_problem.items()}
+
+    dropped: Counter[str] = Counter()
+    unmeasured = 0
+
+    def make_rows(problems: dict[str, dict], *, reformulated: bool) -> list[dict[str, Any]]:
+        nonlocal unmeasured
+        out = []
+        for pid in sorted(problems):
+            p = problems[pid]
+            mine = primary_of.get(pid)
+            if mine is None:
+                unmeasured += 0 if reformulated else 1
+                continue
+            if mine["band"] not in spec.bands:
+                dropped[mine["band"]] += 0 if reformulated else 1
+                continue
+            parent = everything.get(p["parent_id"]) if p["parent_id"] else None
+            parent_m = primary_of.get(p["parent_id"]) if p["parent_id"] else None
+            top = {k: v for k, v in mine.items() if k != "policy"}
+            out.append({
+                "problem_id": pid,
+                "prompt": spec.render(p["question"]),
+                "question": p["question"],
+                "answer": p["answer"],
+                "reference_solution": p["solution"],
+                "source": p["source"],
+                "subject": p["subject"],
+                "level": p["level"],
+                "license": _license(pid, everything, spec.licenses),
+                "parent_id": p["parent_id"],
+                "method": p["method"],
+                "parent_pass_rate": parent_m["pass_rate"] if parent_m else None,
+                "parent_band": parent_m["band"] if parent_m else None,
+                **top,
+                "difficulty": per_problem[pid],
+                SPLIT_KEY: hub_split(p["split"] or (parent or {}).get("split")),
+            })
+        return out
+
+    kept_main = make_rows(main, reformulated=False)
+    kept_reform = make_rows(reform, reformulated=True)
+    if not kept_main:
+        raise PublishError(
+            f"nothing to publish: policy {primary['name']} ({pol}) measured no main problem in bands {list(spec.bands)} "
+            f"({unmeasured} unmeasured, dropped by band: {dict(dropped) or 'none'})"
+        )
+
+    def by_split(rows: list[dict[str, Any]]) -> dict[str, pa.Table]:
+        splits: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            splits.setdefault(r[SPLIT_KEY], []).append({k: v for k, v in r.items() if k != SPLIT_KEY})
+        if not splits:  # an empty config still loads: one empty train split
+            return {"train": SCHEMA.empty_table()}
+        order = sorted(splits, key=lambda s: (s != "train", s))  # train first, then the others by name
+        return {s: pa.Table.from_pylist(splits[s], schema=SCHEMA) for s in order}
+
+    configs = {DEFAULT_CONFIG: by_split(kept_main)}
+    for band in spec.bands:
+        configs[band] = by_split([r for r in kept_main if r["band"] == band])
+    configs[REFORMULATED_CONFIG] = by_split(kept_reform)
+    verifiers = sorted({r["verifier_id"] for r in primary_of.values() if r is not None})
+    return Dataset(
+        primary=primary,
+        policies=[p for p in policies if p["policy_id"] in measured_ids],
+        configs=configs,
+        unmeasured=unmeasured,
+        dropped_bands=dict(dropped),
+        verifier_ids=verifiers,
+    )

@@ -1,0 +1,118 @@
+"""Trainer exports: the published rows in verl's, TRL's and OpenRLHF's own formats.
+
+- **verl** (``exports/verl/<config>/<split>.parquet``): the fields of verl's "Prepare Data for
+  Post-Training" page: ``data_source``, ``prompt`` (chat messages), ``ability``,
+  ``reward_model = {style: "rule", ground_truth}`` and ``extra_info`` (split, index and the
+  difficulty fields). ``data_source`` is ``passband/<source>``, which verl's built-in
+  ``default_compute_score`` does not know, so ``exports/verl/reward.py`` ships a
+  ``compute_score(data_source, solution_str, ground_truth, extra_info=None)`` (math-verify)
+  for ``custom_reward_function.path``.
+- **TRL** (``exports/trl/<config>/<split>.parquet``): ``prompt`` (conversational) plus
+  ``solution`` = the gold in ``$...$``, the column ``trl.rewards.accuracy_reward`` reads; every
+  extra column reaches a GRPO reward function as a keyword argument.
+- **OpenRLHF** (``exports/openrlhf/<config>/<split>.jsonl``): ``{"input": messages, "label": gold, ...}``
+  for ``--input_key input --label_key label --apply_chat_template``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from pipeline.publish.core import MESSAGE
+
+FORMATS = ("verl", "trl", "openrlhf")
+ABILITY = "math"
+
+EXTRA_INFO = pa.struct([
+    pa.field("split", pa.string()),
+    pa.field("index", pa.int64()),
+    pa.field("problem_id", pa.string()),
+    pa.field("question", pa.string()),
+    pa.field("answer", pa.string()),
+    pa.field("source", pa.string()),
+    pa.field("parent_id", pa.string()),
+    pa.field("method", pa.string()),
+    pa.field("policy_id", pa.string()),
+    pa.field("pass_rate", pa.float64()),
+    pa.field("ci_low", pa.float64()),
+    pa.field("ci_high", pa.float64()),
+    pa.field("band", pa.string()),
+    pa.field("band_confidence", pa.float64()),
+    pa.field("n", pa.int64()),
+    pa.field("n_correct", pa.int64()),
+    pa.field("learnability", pa.float64()),
+    pa.field("flagged_correct_rate", pa.float64()),
+])
+
+VERL_SCHEMA = pa.schema([
+    pa.field("data_source", pa.string(), nullable=False),
+    pa.field("prompt", pa.list_(MESSAGE), nullable=False),
+    pa.field("ability", pa.string(), nullable=False),
+    pa.field("reward_model", pa.struct([pa.field("style", pa.string()), pa.field("ground_truth", pa.string())]),
+             nullable=False),
+    pa.field("extra_info", EXTRA_INFO, nullable=False),
+])
+
+TRL_SCHEMA = pa.schema([
+    pa.field("prompt", pa.list_(MESSAGE), nullable=False),
+    pa.field("solution", pa.string(), nullable=False),
+    pa.field("problem_id", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("pass_rate", pa.float64(), nullable=False),
+    pa.field("band", pa.string(), nullable=False),
+    pa.field("band_confidence", pa.float64(), nullable=False),
+])
+
+# The reward function verl calls (custom_reward_function.path=exports/verl/reward.py, name=compute_score).
+VERL_REWARD = '''"""verl reward for passband exports: 1.0 when math-verify finds the completion's answer equal to the gold.
+
+Use: custom_reward_function.path=exports/verl/reward.py custom_reward_function.name=compute_score
+(needs `pip install math-verify`). The gold is parsed as passband parses it: wrapped in $...$.
+"""
+
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    gold = parse(ground_truth if "\\\\boxed" in ground_truth else f"${ground_truth}$",
+                 extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()])
+    if not gold:
+        return 0.0
+    answer = parse(solution_str, extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()])
+    return 1.0 if answer and verify(gold, answer) else 0.0
+'''
+
+
+def trl_solution(answer: str) -> str:
+    """The gold as TRL's accuracy_reward parses it: inside $...$ unless it is already boxed or delimited."""
+    return answer if answer.startswith("$") or "\\boxed" in answer else f"${answer}$"
+
+
+def verl_table(rows: pa.Table, *, split: str) -> pa.Table:
+    out = []
+    for i, r in enumerate(rows.to_pylist()):
+        out.append({
+            "data_source": f"passband/{r['source']}",
+            "prompt": r["prompt"],
+            "ability": ABILITY,
+            "reward_model": {"style": "rule", "ground_truth": r["answer"]},
+            "extra_info": {"split": split, "index": i, **{f.name: r[f.name] for f in EXTRA_INFO if f.name in r}},
+        })
+    return pa.Table.from_pylist(out, schema=VERL_SCHEMA)
+
+
+def trl_table(rows: pa.Table) -> pa.Table:
+    out = [{**{f.name: r[f.name] for f in TRL_SCHEMA if f.name in r}, "solution": trl_solution(r["answer"])}
+           for r in rows.to_pylist()]
+    return pa.Table.from_pylist(out, schema=TRL_SCHEMA)
+
+
+def openrlhf_jsonl(rows: pa.Table) -> str:
+    lines = []
+    for r in rows.to_pylist():
+        rec = {"input": r["prompt"], "label": r["answer"], "problem_id": r["problem_id"], "source": r["source"],
+               "pass_rate": r["pass_rate"], "band": r["band"], "band_confidence": r["band_confidence"]}
+        lines.append(json.dumps(rec, ensure_ascii=False, sort_keys=True))
+    return "".join(line + "\n" for line in lines)
