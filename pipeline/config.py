@@ -134,10 +134,14 @@ class AnnotateConfig(Model):
 
 
 class ReformulateConfig(Model):
+    """Which items to rewrite (band and pass rate, both must hold) and with which methods (pipeline/reformulate)."""
+
     bands: list[str] = Field(default_factory=lambda: ["too_hard", "unsolved"])
     max_pass_rate: float = Field(0.125, ge=0, le=1)
     methods: list[str] = Field(default_factory=lambda: ["fobar", "hint_prefix"])
-    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per method, that method's options")
+    policies: list[str] | None = Field(None, description="policies the selection is relative to (None: rollout.policies)")
+    limit: int | None = Field(None, gt=0, description="at most this many parents (in problem_id order)")
 
 
 class PublishConfig(Model):

@@ -1,0 +1,139 @@
+"""Reformulators behind one signature, looked up by name.
+
+A reformulator is a small class: built from its validated options (and, for the ones that
+hold a model, a ``generate`` callable), it turns a batch of hard parent problems into one
+outcome per parent, in order: a :class:`Child` (a new verifiable problem) or a :class:`Skip`
+(one of its documented ``reasons`` and a human-readable detail)::
+
+    class Fobar(Reformulator):
+        name, version = "fobar", "1"
+        reasons = {"no_number": "...", ...}
+        Options = FobarOptions
+
+        def reformulate(self, parents):
+            return [self.one(p) for p in parents]
+
+``method_version`` (stored on every child, part of its identity) is the code version plus a
+digest of everything else that shapes the output (options, prompt text, generator), so a
+changed option or prompt never passes for the old one.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from pipeline.config import ConfigError, Model, parse_options
+from pipeline.keys import canonical_json, digest
+
+
+@dataclass(frozen=True, slots=True)
+class Parent:
+    """A too-hard problem selected for reformulation (a row of ``problems``)."""
+
+    problem_id: str
+    source: str
+    question: str
+    answer: str
+    solution: str | None = None
+    split: str | None = None
+    subject: str | None = None
+    level: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """A reformulation: the new question, its verifiable gold, and what the method recorded."""
+
+    question: str
+    answer: str
+    solution: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """No reformulation for this parent: a machine-readable reason and a detail."""
+
+    reason: str
+    detail: str
+
+
+Outcome = Child | Skip
+
+# prompts in, one completion per prompt out (the engine behind llm_backward)
+Generate = Callable[[list[str]], list[str]]
+
+
+class NoOptions(Model):
+    pass
+
+
+class Reformulator:
+    name: ClassVar[str]
+    version: ClassVar[str]
+    reasons: ClassVar[dict[str, str]]
+    Options: ClassVar[type[BaseModel]] = NoOptions
+    needs_engine: ClassVar[bool] = False
+
+    def __init__(self, options: BaseModel, *, generate: Generate | None = None, generator: dict[str, Any] | None = None):
+        if self.needs_engine and generate is None:
+            raise ConfigError(f"reformulation method {self.name!r} needs an engine to generate with")
+        self.options = options
+        self.generate = generate
+        self.generator = generator or {}
+
+    def identity(self) -> dict[str, Any]:
+        """Everything besides the code version that shapes the output."""
+        return {"options": self.options.model_dump(mode="json")}
+
+    @property
+    def method_version(self) -> str:
+        return f"{self.version}-{digest(canonical_json(self.identity()), length=8)}"
+
+    def reformulate(self, parents: Sequence[Parent]) -> list[Outcome]:
+        raise NotImplementedError
+
+    def skip(self, reason: str, detail: str) -> Skip:
+        if reason not in self.reasons:
+            raise AssertionError(f"{self.name}: undocumented reason {reason!r}")
+        return Skip(reason, detail)
+
+
+METHODS: dict[str, type[Reformulator]] = {}
+
+
+def register(cls: type[Reformulator]) -> type[Reformulator]:
+    METHODS[cls.name] = cls
+    return cls
+
+
+def get_method(name: str) -> type[Reformulator]:
+    _load_builtins()
+    try:
+        return METHODS[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, METHODS, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ConfigError(f"unknown reformulation method {name!r}{hint}; known: {', '.join(sorted(METHODS))}") from None
+
+
+def build(
+    name: str, options: dict[str, Any], *, generate: Generate | None = None, generator: dict[str, Any] | None = None
+) -> Reformulator:
+    """The reformulator ``name`` with its options validated (``reformulate.options.<name>``).
+
+    ``generate`` and ``generator`` (the identity of the policy behind it) are for the methods
+    that need an engine; the others ignore them.
+    """
+    cls = get_method(name)
+    opts = parse_options(cls.Options, options, where=f"reformulate.options.{name}")
+    return cls(opts, generate=generate, generator=generator)
+
+
+def _load_builtins() -> None:
+    from pipeline.reformulate import fobar, hint_prefix, llm_backward  # noqa: F401  (they register)
