@@ -116,8 +116,12 @@ def test_push_needs_a_token_an_explicit_valid_repo_id_and_the_cards_repo(repo, t
         assert r.returncode == 1 and "push to o/d failed" in r.stderr and "hf_wrong" not in r.stderr
         assert hub.commits == []
 
-        params = yaml.safe_load((repo / "params.yaml").read_text())
-        params["publish"]["repo_id"] = "o/other"
-        (repo / "params.yaml").write_text(yaml.safe_dump(params))
-        r = passband(repo, env_for(hub, tmp_path), "push", "--repo-id", "o/d")
-        assert r.returncode == 1 and "the card was built for 'o/other'" in r.stderr
+    r = passband(repo, env_for(None, tmp_path), "push", "--repo-id", "o/d")  # the endpoint is a closed port
+    assert r.returncode == 1 and "push to o/d failed: cannot reach http://127.0.0.1:9" in r.stderr
+    assert "Traceback" not in r.stderr and TOKEN not in r.stderr
+
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["publish"]["repo_id"] = "o/other"
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))
+    r = passband(repo, env_for(None, tmp_path), "push", "--repo-id", "o/d")
+    assert r.returncode == 1 and "the card was built for 'o/other'" in r.stderr

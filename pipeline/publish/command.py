@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline.options import with_params
-from pipeline.publish import run
+from pipeline.publish import read_build_info, run
 
 
 def _shown(path: Path) -> str:
@@ -70,4 +70,5 @@ def push(*, repo_id: str, dry_run: bool, public: bool, params, root) -> None:
     for path in result.deleted:
         click.echo(f"  deleted stale {path}")
     click.echo(f"pushed: {result.commit_url}")
-    click.echo(f'load it: datasets.load_dataset("{repo_id}", "learnable")')
+    rows = read_build_info(folder).get("rows", {})
+    click.echo(f'load it: datasets.load_dataset("{repo_id}", "{"learnable" if rows.get("learnable") else "default"}")')

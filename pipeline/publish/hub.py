@@ -116,6 +116,10 @@ def push(folder: Path, the_plan: PushPlan) -> PushResult:
                                  commit_description=the_plan.commit_description, repo_type="dataset")
     except HfHubHTTPError as exc:  # one line, never the request headers
         raise PublishError(f"push to {repo} failed: {str(exc).splitlines()[0]}") from None
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore") or isinstance(exc, OSError):
+            raise PublishError(f"push to {repo} failed: cannot reach {api.endpoint}: {exc}") from None
+        raise
     return PushResult(the_plan, commit_url=str(info.commit_url), deleted=stale)
 
 
