@@ -153,8 +153,11 @@ def _flag_rates(rates) -> list[dict[str, Any]]:
     return [{"flag": k, "rate": float(v)} for k, v in sorted(pairs)]
 
 
+_SCALARS = tuple(name for name, *_ in _MEASURED if name != "flag_rates")
+
+
 def _measured(row: dict[str, Any]) -> dict[str, Any]:
-    out = {name: row[name] for name, *_ in _MEASURED if name != "flag_rates"}
+    out = {name: row[name] for name in _SCALARS}
     out["flag_rates"] = _flag_rates(row["flag_rates"])
     return out
 

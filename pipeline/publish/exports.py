@@ -85,6 +85,10 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
 '''
 
 
+_EXTRA_NAMES = tuple(f.name for f in EXTRA_INFO)
+_TRL_NAMES = tuple(f.name for f in TRL_SCHEMA if f.name != "solution")
+
+
 def trl_solution(answer: str) -> str:
     """The gold as TRL's accuracy_reward parses it: inside $...$ unless it is already boxed or delimited."""
     return answer if answer.startswith("$") or "\\boxed" in answer else f"${answer}$"
@@ -98,14 +102,13 @@ def verl_table(rows: pa.Table, *, split: str) -> pa.Table:
             "prompt": r["prompt"],
             "ability": ABILITY,
             "reward_model": {"style": "rule", "ground_truth": r["answer"]},
-            "extra_info": {"split": split, "index": i, **{f.name: r[f.name] for f in EXTRA_INFO if f.name in r}},
+            "extra_info": {"split": split, "index": i, **{k: r[k] for k in _EXTRA_NAMES if k in r}},
         })
     return pa.Table.from_pylist(out, schema=VERL_SCHEMA)
 
 
 def trl_table(rows: pa.Table) -> pa.Table:
-    out = [{**{f.name: r[f.name] for f in TRL_SCHEMA if f.name in r}, "solution": trl_solution(r["answer"])}
-           for r in rows.to_pylist()]
+    out = [{**{k: r[k] for k in _TRL_NAMES}, "solution": trl_solution(r["answer"])} for r in rows.to_pylist()]
     return pa.Table.from_pylist(out, schema=TRL_SCHEMA)
 
 
