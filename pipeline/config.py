@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import PassbandError
 
@@ -117,6 +117,9 @@ class VerifyConfig(Model):
     memory_mb: int = Field(1024, gt=0)
     max_answer_chars: int = Field(200, gt=0)
     options: dict[str, Any] = Field(default_factory=dict)
+    extractors: list[str] = Field(default_factory=lambda: ["boxed", "gsm8k", "answer_is"], min_length=1,
+                                  description="answer extractors, tried in order (pipeline/verify/extract.py)")
+    raise_on_error: bool = Field(False, description="stop the stage on an `error` verdict instead of recording it")
 
 
 class BandsConfig(Model):
@@ -124,6 +127,14 @@ class BandsConfig(Model):
 
     learnable_min: float = Field(0.2, gt=0, lt=1)
     learnable_max: float = Field(0.8, gt=0, lt=1)
+    unsolved_max: float = Field(0.02, gt=0, lt=1, description="true pass rates below this count as unsolved")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BandsConfig:
+        if not self.unsolved_max < self.learnable_min < self.learnable_max:
+            raise ValueError(f"need unsolved_max < learnable_min < learnable_max, got {self.unsolved_max}, "
+                             f"{self.learnable_min}, {self.learnable_max}")
+        return self
 
 
 class AnnotateConfig(Model):
@@ -131,6 +142,7 @@ class AnnotateConfig(Model):
     rare_success_max_pass_rate: float = Field(0.125, ge=0, le=1)
     flags: list[str] | None = Field(None, description="detectors to run (None: all registered)")
     options: dict[str, Any] = Field(default_factory=dict)
+    memory_limit_mb: int = Field(512, ge=64, description="DuckDB's memory limit for the annotate queries (it spills past it)")
 
 
 class ReformulateConfig(Model):

@@ -1,0 +1,31 @@
+"""``passband verify``: the thin shell of the verify stage."""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.options import progress_option, with_params
+from pipeline.tablesets import SETS
+
+
+@click.command()
+@click.option("--set", "set_name", type=click.Choice(SETS), default="main", show_default=True,
+              help="Table set: the main problems or the reformulated ones.")
+@with_params
+@progress_option
+def command(*, params, root, set_name: str, progress: bool) -> None:
+    """Turn rollouts into verdicts: extract the final answer, grade it against the gold with math-verify.
+
+    Each check runs in a worker process with a CPU-time bound (verify.timeout_s) and a memory
+    limit (verify.memory_mb); a check past its bound is killed and recorded as `timeout`.
+    Rollouts that already have a verdict from the same verifier_id are skipped.
+    """
+    from pipeline.verify import run
+
+    result = run(params, root=root, set_name=set_name, progress=progress)
+    m = result.metrics()
+    click.echo(f"verify[{set_name}]: {result.verdicts.num_rows} new verdicts ({result.verifier_id}), "
+               f"{result.checks} distinct checks, {result.restarts} worker restarts")
+    for status, n in m["status"].items():
+        if n:
+            click.echo(f"  {status}: {n}")

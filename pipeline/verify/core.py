@@ -1,0 +1,151 @@
+"""Verify core: rollouts + problems in, verdicts out. Touches no files.
+
+For each rollout: extract the final answer (:mod:`pipeline.verify.extract`, the configured
+extractors in order), cap its length (``verify.max_answer_chars``), then grade it against the
+problem's gold in the bounded worker pool (:mod:`pipeline.verify.pool`). Identical
+(gold, answer) pairs are graded once: with k samples per problem most answers repeat, and a
+poisoned answer repeated k times costs its time bound once. One real row::
+
+    completion "3 + 5 = 8. The answer is 8."   gold "8"
+    -> status correct, extracted "8", extractor answer_is
+
+Statuses: ``correct``, ``incorrect``, ``no_answer`` (nothing extracted, the answer is longer
+than the cap, or math-verify cannot parse it), ``timeout`` (the check ran past
+``verify.timeout_s`` CPU seconds and its worker was killed), ``error`` (math-verify raised,
+the memory limit was hit, or the worker died). With ``verify.raise_on_error`` an ``error``
+stops the stage with the rollout key instead.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from pipeline.config import VerifyConfig, parse_options
+from pipeline.keys import canonical_json, digest
+from pipeline.schema import schema
+from pipeline.verify.extract import extract, get_extractor
+from pipeline.verify.grader import GRADER_VERSION, STATUSES, Grade, GradeOptions
+from pipeline.verify.pool import GradePool, VerifyError
+
+__all__ = ["VerifyError", "VerifyResult", "verifier_id", "verify"]
+
+
+def _version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def grade_options(config: VerifyConfig) -> GradeOptions:
+    return parse_options(GradeOptions, config.options, where="verify.options")
+
+
+def verifier_id(config: VerifyConfig) -> str:
+    """``math-verify-<version>/<config digest>``: name and version readable, everything that can change a verdict hashed.
+
+    The digest covers the grader's policy version, latex2sympy2's version, the extractors,
+    the answer cap, the time and memory bounds and math-verify's options; not the worker count.
+    """
+    identity = {
+        "grader": GRADER_VERSION,
+        "math_verify": _version("math-verify"),
+        "latex2sympy2_extended": _version("latex2sympy2_extended"),
+        "extractors": list(config.extractors),
+        "max_answer_chars": config.max_answer_chars,
+        "timeout_s": config.timeout_s,
+        "memory_mb": config.memory_mb,
+        "options": grade_options(config).model_dump(),
+    }
+    return f"math-verify-{identity['math_verify']}/{digest(canonical_json(identity), length=12)}"
+
+
+@dataclass
+class VerifyResult:
+    verdicts: pa.Table
+    verifier_id: str
+    checks: int = 0  # distinct (gold, answer) pairs sent to the pool
+    restarts: int = 0  # workers killed (timeouts) or lost
+    statuses: dict[str, int] = field(default_factory=dict)
+    extractors: dict[str, int] = field(default_factory=dict)
+
+    def metrics(self) -> dict:
+        return {"verifier_id": self.verifier_id, "verdicts": self.verdicts.num_rows, "checks": self.checks,
+                "worker_restarts": self.restarts, "status": {s: self.statuses.get(s, 0) for s in STATUSES},
+                "extractor": dict(sorted(self.extractors.items()))}
+
+
+def verify(rollouts: pa.Table, problems: pa.Table, *, config: VerifyConfig,
+           on_done: Callable[[int], None] | None = None) -> VerifyResult:
+    """Verdicts for every rollout (same order). ``problems`` must hold every rollout's problem_id."""
+    for name in config.extractors:  # fail on a bad name before any work
+        get_extractor(name)
+    options = grade_options(config)
+    vid = verifier_id(config)
+    gold_of = dict(zip(problems.column("problem_id").to_pylist(), problems.column("answer").to_pylist(), strict=True))
+    pids = rollouts.column("problem_id").to_pylist()
+    missing = sorted({p for p in pids if p not in gold_of})
+    if missing:
+        raise VerifyError(f"{len(missing)} rollout problem_ids are not in the problems table, e.g. {missing[:3]}")
+
+    n = rollouts.num_rows
+    extracted: list[str | None] = [None] * n
+    extractor: list[str | None] = [None] * n
+    grades: list[Grade | None] = [None] * n
+    pending: dict[tuple[str, str], list[int]] = {}
+    for i, (pid, text) in enumerate(zip(pids, rollouts.column("completion").to_pylist(), strict=True)):
+        found = extract(text, extractors=config.extractors)
+        if found is None:
+            grades[i] = Grade("no_answer", "no extractor found an answer")
+            continue
+        extractor[i] = found.extractor
+        if len(found.answer) > config.max_answer_chars:
+            extracted[i] = found.answer[: config.max_answer_chars]
+            grades[i] = Grade("no_answer", f"answer has {len(found.answer)} characters (cap {config.max_answer_chars})")
+            continue
+        extracted[i] = found.answer
+        pending.setdefault((gold_of[pid], found.answer), []).append(i)
+    if on_done and n - sum(map(len, pending.values())):
+        on_done(n - sum(map(len, pending.values())))
+
+    pairs = list(pending)
+    restarts = 0
+    if pairs:
+        def done(j: int) -> None:
+            if on_done:
+                on_done(len(pending[pairs[j]]))
+
+        with GradePool(workers=min(config.workers, len(pairs)), timeout_s=config.timeout_s,
+                       memory_mb=config.memory_mb, options=options) as pool:
+            results = pool.map(pairs, on_done=done)
+            restarts = pool.restarts
+        for pair, g in zip(pairs, results, strict=True):
+            for i in pending[pair]:
+                grades[i] = g
+
+    if config.raise_on_error:
+        for i, g in enumerate(grades):
+            if g is not None and g.status == "error":
+                key = (pids[i], rollouts.column("policy_id")[i].as_py(), rollouts.column("sample_idx")[i].as_py())
+                raise VerifyError(f"verify error on rollout {key}: {g.detail} (verify.raise_on_error is on)")
+
+    statuses = [g.status for g in grades]  # type: ignore[union-attr]
+    table = pa.table({
+        "problem_id": rollouts.column("problem_id"),
+        "policy_id": rollouts.column("policy_id"),
+        "sample_idx": rollouts.column("sample_idx"),
+        "verifier_id": pa.array([vid] * n, pa.string()),
+        "status": pa.array(statuses, pa.string()),
+        "extracted": pa.array(extracted, pa.string()),
+        "extractor": pa.array(extractor, pa.string()),
+        "detail": pa.array([g.detail for g in grades], pa.string()),  # type: ignore[union-attr]
+    })
+    return VerifyResult(
+        verdicts=schema("verdicts").validate(table), verifier_id=vid, checks=len(pairs), restarts=restarts,
+        statuses=dict(Counter(statuses)), extractors=dict(Counter(e for e in extractor if e)),
+    )

@@ -1,0 +1,154 @@
+"""Final-answer extractors: one signature, one registry, tried in the configured order.
+
+An extractor takes a completion and returns the final answer it finds (a string) or None.
+The embedded model's few-shot style ends "... 3 + 5 = 8. The answer is 8." and MATH-style
+completions end "... so the answer is $\\boxed{\\frac{1}{2}}$"::
+
+    >>> extract("3 + 5 = 8. The answer is 8.", extractors=["boxed", "gsm8k", "answer_is"])
+    Extraction(answer='8', extractor='answer_is')
+    >>> extract("#### 42\\nExtra 7", extractors=["gsm8k"])
+    Extraction(answer='42', extractor='gsm8k')
+
+Registered: ``boxed`` (content of the last ``\\boxed{}``/``\\fbox{}``), ``gsm8k`` (the rest of
+the line after the last ``####``), ``answer_is`` (after the last "the answer is", up to the end
+of its sentence), ``last_number`` (the last number anywhere: lenient, off by default).
+:func:`candidates` lists *every* answer the rules see, for the ``multiple_answers`` flag.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pipeline.config import ConfigError
+from pipeline.gold import GoldError, last_boxed
+
+Extractor = Callable[[str], str | None]
+EXTRACTORS: dict[str, Extractor] = {}
+
+
+@dataclass(frozen=True)
+class Extraction:
+    answer: str
+    extractor: str
+
+
+def register(name: str) -> Callable[[Extractor], Extractor]:
+    def deco(fn: Extractor) -> Extractor:
+        EXTRACTORS[name] = fn
+        return fn
+
+    return deco
+
+
+def get_extractor(name: str) -> Extractor:
+    if name not in EXTRACTORS:
+        close = difflib.get_close_matches(name, EXTRACTORS, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ConfigError(f"unknown extractor {name!r}{hint}; known: {', '.join(sorted(EXTRACTORS))}")
+    return EXTRACTORS[name]
+
+
+# A sentence ends at a period that is not a decimal point, or at a newline.
+_SENTENCE_END = re.compile(r"(?<!\\)\.(?!\d)|\n")
+_ANSWER_IS = re.compile(r"(?i)\b(?:the\s+)?(?:final\s+)?answer\s+is\s*[:=]?\s*")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+
+
+def _until_sentence_end(text: str) -> str:
+    """Text up to the end of its sentence; ``$...$`` spans are kept whole (they may hold periods)."""
+    out, i, in_math = [], 0, False
+    while i < len(text):
+        c = text[i]
+        if c == "$":
+            in_math = not in_math
+        elif not in_math and _SENTENCE_END.match(text, i):
+            break
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _clean(answer: str) -> str | None:
+    answer = answer.strip().rstrip(".,;:!").strip()
+    return answer or None
+
+
+@register("boxed")
+def boxed(completion: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (brace-matched); an unclosed one (truncated text) is no answer."""
+    try:
+        found = last_boxed(completion)
+    except GoldError:
+        return None
+    return _clean(found) if found is not None else None
+
+
+@register("gsm8k")
+def gsm8k(completion: str) -> str | None:
+    """The rest of the line after the last ``####``: ``"#### 42\\nExtra 7"`` gives 42, never 7."""
+    if "####" not in completion:
+        return None
+    line = completion.rsplit("####", 1)[1].lstrip(" \t").split("\n", 1)[0]
+    return _clean(line)
+
+
+@register("answer_is")
+def answer_is(completion: str) -> str | None:
+    """After the last "the answer is" (or "final answer is:"), up to the end of that sentence."""
+    matches = list(_ANSWER_IS.finditer(completion))
+    if not matches:
+        return None
+    rest = completion[matches[-1].end():]
+    if rest.startswith(("\\boxed", "\\fbox")):  # "the answer is \boxed{8}." (None when the box never closes)
+        return boxed(rest)
+    return _clean(_until_sentence_end(rest))
+
+
+@register("last_number")
+def last_number(completion: str) -> str | None:
+    """The last number in the text (lenient: any number the model wrote last). Not in the default list."""
+    nums = _NUMBER.findall(completion)
+    return nums[-1] if nums else None
+
+
+def extract(completion: str, *, extractors: Sequence[str]) -> Extraction | None:
+    """The first configured extractor that finds an answer wins."""
+    for name in extractors:
+        found = get_extractor(name)(completion)
+        if found is not None:
+            return Extraction(found, name)
+    return None
+
+
+def _all_boxed(text: str) -> list[str]:
+    """Contents of every closed ``\\boxed{...}``, brace-matched, in text order."""
+    out = []
+    for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            if text[i] == "\\":
+                i += 2
+                continue
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0 and (b := text[m.end():i - 1].strip()):
+            out.append(b)
+    return out
+
+
+def candidates(completion: str) -> list[Extraction]:
+    """Every final answer the rules see, in text order of rule (boxed, gsm8k markers, answer-is phrases)."""
+    found = [Extraction(b, "boxed") for b in _all_boxed(completion)]
+    for part in completion.split("####")[1:]:
+        if a := _clean(part.lstrip(" \t").split("\n", 1)[0]):
+            found.append(Extraction(a, "gsm8k"))
+    for m in _ANSWER_IS.finditer(completion):
+        rest = completion[m.end():]
+        if rest.lstrip().startswith(("\\boxed", "\\fbox")):
+            continue  # already counted as a box
+        if a := _clean(_until_sentence_end(rest)):
+            found.append(Extraction(a, "answer_is"))
+    return found

@@ -1,0 +1,134 @@
+"""Grading one extracted answer against one gold: the part that runs inside a worker process.
+
+:func:`grade` is pure and runs anywhere (tests call it directly); :mod:`pipeline.verify.pool`
+runs it in worker processes with an outer kill and a memory limit, because math-verify can
+hold the GIL for minutes on inputs like ``\\boxed{7^{7^{11}}}``. Inside the worker math-verify's
+own SIGALRM timeout is switched off (it cannot interrupt C code and it turns a timeout into a
+silent ``False``); the pool's deadline is the only clock.
+
+Gold: parsed by :func:`pipeline.gold.parse_gold`, the project's one way (ingest already
+rejected golds it cannot parse). Answer: normalised, then parsed with the same extraction
+configuration, as LaTeX inside ``$...$`` first.
+
+Decided policies for math-verify's known pitfalls (tests/test_verify_grader.py, golden cases):
+
+- plain-text ``2*sqrt(3)``: math-verify's plain-expression parser reads it as ``2`` (a false
+  positive against gold 2). The answer is parsed as LaTeX first (``$2*sqrt(3)$`` is
+  ``2*sqrt(3)``); the plain parser is only a fallback.
+- ``"#### 42\\nExtra 7"``: the ``gsm8k`` extractor takes the marker's own line (42).
+- ``10\\%`` vs 0.1: a percent sign is a unit and is dropped: ``10\\%`` equals 10 and not 0.1
+  (GSM8K and MATH golds for "what percent" questions are the bare number).
+- ``(C)``: a lone choice letter (``C``, ``(C)``, ``\\text{(C)}``) is compared as a letter, and only
+  with a gold that is itself a choice letter.
+- ``(1,2)`` vs ``\\{1,2\\}``: math-verify calls an open interval equal to a set; an answer whose
+  outer brackets are a tuple/interval is incorrect against a set gold, and the other way round.
+- a number followed by plain words (``12 apples``) is the number; ``18 dollars`` would
+  otherwise parse as a product of symbols.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from pipeline.config import Model
+from pipeline.gold import parse_gold
+
+STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
+GRADER_VERSION = "1"  # bump when a policy below changes: it is part of the verifier_id
+
+
+class GradeOptions(Model):
+    """math-verify's comparison knobs (``verify.options`` in params.yaml)."""
+
+    float_rounding: int = Field(6, ge=0, le=15)
+    numeric_precision: int = Field(15, ge=1, le=100)
+    strict: bool = True
+
+
+@dataclass(frozen=True)
+class Grade:
+    status: str
+    detail: str | None = None
+
+
+_PERCENT = re.compile(r"\s*\\?%\s*$")
+_DOLLARS = re.compile(r"^\s*\\?\$+\s*|\s*\$+\s*$")
+_UNIT_WORDS = re.compile(r"^(-?\d[\d,]*(?:\.\d+)?)\s*[A-Za-z][A-Za-z ]*$")
+_TEXT = re.compile(r"^\\(?:text|textbf|mathrm)\{(.*)\}$")
+_CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(\D|$))")
+
+
+def normalize_answer(answer: str) -> str:
+    """Strip math delimiters, a currency sign, a trailing percent sign and trailing unit words."""
+    a = answer.strip()
+    if (a.startswith("\\(") and a.endswith("\\)")) or (a.startswith("\\[") and a.endswith("\\]")):
+        a = a[2:-2].strip()
+    a = _DOLLARS.sub("", a)
+    a = _PERCENT.sub("", a)
+    if m := _UNIT_WORDS.match(a):
+        a = _THOUSANDS.sub("", m.group(1))
+    return a.strip().rstrip(".").strip()
+
+
+def choice_letter(text: str) -> str | None:
+    """``C``, ``(C)``, ``\\text{(C)}`` -> ``C``; anything else -> None."""
+    t = text.strip().strip("$").strip()
+    if m := _TEXT.match(t):
+        t = m.group(1).strip()
+    m = _CHOICE.match(t)
+    return m.group(1).upper() if m else None
+
+
+def bracket_kind(text: str) -> str | None:
+    """The outer bracket of an answer: ``set`` (``\\{...\\}``), ``tuple`` (``(...)``/``[...]`` with a comma) or None."""
+    t = text.strip().strip("$").strip()
+    t = re.sub(r"\\left|\\right", "", t).strip()
+    if t.startswith("\\{") and t.endswith("\\}"):
+        return "set"
+    if t[:1] in "([" and t[-1:] in ")]" and "," in t:
+        return "tuple"
+    return None
+
+
+def parse_answer(answer: str) -> list:
+    """math-verify's parse of a normalised answer: LaTeX in ``$...$`` first, plain expression as fallback."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    text = answer if "\\boxed" in answer else f"${answer}$"
+    parsed = parse(text, extraction_config=[LatexExtractionConfig()], parsing_timeout=None, raise_on_error=True)
+    if not parsed:
+        parsed = parse(answer, extraction_config=[ExprExtractionConfig()], parsing_timeout=None, raise_on_error=True)
+    return parsed
+
+
+def grade(gold: str, answer: str, *, options: GradeOptions = GradeOptions()) -> Grade:
+    """Compare one extracted answer with one gold. Raises on math-verify errors (the pool records them)."""
+    from math_verify import verify
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notice
+    norm = normalize_answer(answer)
+    if not norm:
+        return Grade("no_answer", "the extracted answer is empty after normalisation")
+    gold_choice, ans_choice = choice_letter(gold), choice_letter(norm)
+    if gold_choice is not None:
+        if ans_choice is None:
+            return Grade("incorrect", f"gold is choice {gold_choice}; the answer is not a choice letter")
+        return Grade("correct" if ans_choice == gold_choice else "incorrect")
+    gk, ak = bracket_kind(gold), bracket_kind(norm)
+    if {gk, ak} == {"set", "tuple"}:
+        return Grade("incorrect", f"gold is a {gk}, the answer a {ak}")
+    gold_parsed = parse_gold(gold)
+    if not gold_parsed:
+        return Grade("error", f"gold {gold[:80]!r} does not parse")
+    parsed = parse_answer(norm)
+    if not parsed:
+        return Grade("no_answer", "math-verify cannot parse the extracted answer")
+    ok = verify(list(gold_parsed), parsed, float_rounding=options.float_rounding,
+                numeric_precision=options.numeric_precision, strict=options.strict,
+                timeout_seconds=None, raise_on_error=True)
+    return Grade("correct" if ok else "incorrect")

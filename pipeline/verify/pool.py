@@ -1,0 +1,234 @@
+"""A small worker pool that bounds every check in time and memory.
+
+Each worker is a process that runs :func:`pipeline.verify.grader.grade` in its main thread,
+under ``RLIMIT_AS`` (``memory_mb``). The parent sends each worker small batches and gets one
+message back per item, so it always knows which item a worker is on and since when; an item
+that runs past ``timeout_s`` gets its worker SIGKILLed (C code holding the GIL cannot be
+interrupted any other way), is recorded as ``timeout``, and the rest of that worker's batch
+goes back to the queue for a fresh worker. A worker that dies (the kernel's OOM killer, a
+segfault) costs only the item it was on (``error``). A poisoned input therefore costs at
+most its time bound and never stalls the stage.
+
+Why not pebble's ProcessPool (also on PyPI): its per-task timeout is right, but one task per
+item pays a full round trip per check (~2 ms each here, so that hurts), and a task per batch would lose
+a whole batch to one poisoned item. Workers fork from a forkserver that has already imported
+math-verify and sympy, so replacing a killed worker takes milliseconds, not seconds.
+
+    >>> with GradePool(workers=2, timeout_s=5, memory_mb=1024) as pool:   # doctest: +SKIP
+    ...     pool.map([("8", "8"), ("8", "\\\\frac{16}{2}"), ("8", "9")])
+    [Grade(status='correct'), Grade(status='correct'), Grade(status='incorrect')]
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import os
+import resource
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pipeline.errors import PassbandError
+from pipeline.verify.grader import Grade, GradeOptions, grade
+
+_CTX: mp.context.BaseContext | None = None
+_START_TIMEOUT_S = 120.0
+
+
+class VerifyError(PassbandError):
+    """A verification failure that stops the stage (a worker that cannot start; raise_on_error)."""
+
+
+def _context() -> mp.context.BaseContext:
+    global _CTX
+    if _CTX is None:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["pipeline.verify._preload"])
+        _CTX = ctx
+    return _CTX
+
+
+GradeFn = Callable[..., Grade]
+
+
+def _worker(conn: mpc.Connection, options: GradeOptions, memory_mb: int, fn: GradeFn) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and kills us
+    try:
+        grade("1", "1", options=options)  # warm up imports and caches before the limit applies
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except Exception as exc:  # pragma: no cover - reported as the first item's error
+        conn.send(("fatal", f"worker start-up failed: {exc!r}"))
+        return
+    conn.send(("ready", time.process_time()))
+    while True:
+        try:
+            batch = conn.recv()
+        except EOFError:
+            return
+        if batch is None:
+            return
+        for idx, gold, answer in batch:
+            try:
+                g = fn(gold, answer, options=options)
+                msg = (idx, g.status, g.detail)
+            except MemoryError:
+                msg = (idx, "error", f"memory limit of {memory_mb} MiB exceeded")
+            except RecursionError:
+                msg = (idx, "error", "recursion limit exceeded")
+            except Exception as exc:
+                msg = (idx, "error", f"{type(exc).__name__}: {str(exc)[:200]}")
+            conn.send((*msg, time.process_time()))
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+@dataclass
+class _Slot:
+    proc: mp.process.BaseProcess
+    conn: mpc.Connection
+    inflight: collections.deque = field(default_factory=collections.deque)
+    since: float = 0.0  # wall clock when the item at the head of inflight started
+    cpu_since: float = 0.0  # the worker's CPU seconds when it started
+    check_at: float = 0.0  # wall clock of the next deadline check
+
+
+class GradePool:
+    """``map`` a list of (gold, answer) pairs to :class:`Grade` s, in order, bounded per item."""
+
+    def __init__(self, *, workers: int, timeout_s: float, memory_mb: int,
+                 options: GradeOptions = GradeOptions(), batch_size: int = 8, wall_factor: float = 3.0,
+                 fn: GradeFn = grade):
+        """``fn`` (default :func:`~pipeline.verify.grader.grade`) must be a module-level function: workers import it."""
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.workers, self.timeout_s, self.memory_mb = workers, timeout_s, memory_mb
+        self.options, self.batch_size, self.wall_factor = options, batch_size, wall_factor
+        self.fn = fn
+        self.restarts = 0
+        self._slots: list[_Slot] = []
+
+    def __enter__(self) -> GradePool:
+        self._slots = [self._spawn() for _ in range(self.workers)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _spawn(self) -> _Slot:
+        parent, child = _context().Pipe(duplex=True)
+        proc = _context().Process(target=_worker, args=(child, self.options, self.memory_mb, self.fn), daemon=True)
+        proc.start()
+        child.close()
+        # wait until it is warm, so start-up never counts against an item's time bound
+        try:
+            msg = parent.recv() if parent.poll(_START_TIMEOUT_S) else ("fatal", f"no sign of life in {_START_TIMEOUT_S} s")
+        except (EOFError, OSError):
+            msg = ("fatal", f"it exited during start-up (exit code {proc.exitcode})")
+        if msg[0] != "ready":
+            proc.kill()
+            raise VerifyError(f"verify worker failed to start: {msg[1]}")
+        return _Slot(proc, parent, cpu_since=msg[1])
+
+    def _kill(self, slot: _Slot) -> None:
+        if slot.proc.is_alive():
+            os.kill(slot.proc.pid, signal.SIGKILL)
+        slot.proc.join(5)
+        slot.conn.close()
+
+    def _over_time(self, slot: _Slot, now: float) -> bool:
+        """Past the bound in the worker's own CPU seconds (so a loaded machine does not cause false
+        timeouts), or past ``wall_factor`` times the bound in wall time (a worker that sleeps or is starved).
+        When neither, schedule the next check for when the CPU bound could be reached at the earliest."""
+        hard = slot.since + self.wall_factor * self.timeout_s
+        if now >= hard:
+            return True
+        cpu = _cpu_seconds(slot.proc.pid)
+        if cpu is None or cpu - slot.cpu_since > self.timeout_s:
+            return True
+        slot.check_at = min(hard, now + max(0.05, self.timeout_s - (cpu - slot.cpu_since)))
+        return False
+
+    def close(self) -> None:
+        for s in self._slots:
+            with contextlib.suppress(OSError):
+                s.conn.send(None)
+        for s in self._slots:
+            s.proc.join(1)
+            if s.proc.is_alive():
+                self._kill(s)
+            else:
+                s.conn.close()
+        self._slots = []
+
+    def map(self, pairs: Sequence[tuple[str, str]], *, on_done: Callable[[int], None] | None = None) -> list[Grade]:
+        """Grades in input order; ``on_done(i)`` is called as item ``i`` finishes."""
+        if not self._slots:
+            raise RuntimeError("GradePool.map outside its with-block")
+        results: list[Grade | None] = [None] * len(pairs)
+        queue = collections.deque(range(len(pairs)))
+        remaining = len(pairs)
+
+        def finish(i: int, g: Grade) -> None:
+            nonlocal remaining
+            results[i] = g
+            remaining -= 1
+            if on_done:
+                on_done(i)
+
+        def replace(k: int, head: Grade) -> None:
+            slot = self._slots[k]
+            self._kill(slot)
+            finish(slot.inflight.popleft(), head)
+            queue.extendleft(reversed(slot.inflight))
+            self._slots[k] = self._spawn()
+            self.restarts += 1
+
+        while remaining:
+            now = time.monotonic()
+            for s in self._slots:  # keep every worker two batches deep
+                while queue and len(s.inflight) < 2 * self.batch_size:
+                    batch = [queue.popleft() for _ in range(min(self.batch_size, len(queue)))]
+                    if not s.inflight:
+                        s.since, s.check_at = now, now + self.timeout_s
+                    s.inflight.extend(batch)
+                    s.conn.send([(i, *pairs[i]) for i in batch])
+            busy = [s for s in self._slots if s.inflight]
+            wait = max(0.0, min(s.check_at for s in busy) - now)
+            ready = set(mpc.wait([s.conn for s in busy], timeout=wait))
+            now = time.monotonic()
+            for k, s in enumerate(self._slots):
+                if s.conn in ready:
+                    try:
+                        while s.inflight and s.conn.poll():
+                            msg = s.conn.recv()
+                            idx, status, detail, cpu = msg
+                            assert idx == s.inflight[0], (idx, s.inflight[0])
+                            s.inflight.popleft()
+                            finish(idx, Grade(status, detail))
+                            s.since, s.cpu_since = time.monotonic(), cpu
+                            s.check_at = s.since + self.timeout_s
+                    except (EOFError, OSError) as exc:
+                        s.proc.join(1)
+                        code = s.proc.exitcode
+                        why = str(exc) or f"exit code {code}" + (" (killed: out of memory?)" if code == -9 else "")
+                        replace(k, Grade("error", f"worker died: {why}"))
+                        continue
+                if s.inflight and now >= s.check_at and self._over_time(s, now):
+                    replace(k, Grade("timeout", f"no result within {self.timeout_s:g} s of CPU time; worker killed"))
+        return results  # type: ignore[return-value]

@@ -1,0 +1,67 @@
+"""The grader's decided policies for math-verify's known pitfalls, each tested both ways."""
+
+from __future__ import annotations
+
+from pipeline.verify.grader import Grade, bracket_kind, choice_letter, grade, normalize_answer
+
+
+def status(gold: str, answer: str) -> str:
+    return grade(gold, answer).status
+
+
+def test_plain_text_sqrt_is_not_its_leading_number():
+    # math-verify's plain-expression parser reads "2*sqrt(3)" as 2: a false positive against gold 2
+    from math_verify import ExprExtractionConfig, parse, verify
+
+    raw = parse("2*sqrt(3)", extraction_config=[ExprExtractionConfig()], parsing_timeout=None)
+    assert verify(parse("$2$"), raw, timeout_seconds=None)  # the pitfall, as math-verify has it
+    assert status("2", "2*sqrt(3)") == "incorrect"  # our policy: LaTeX first
+    assert status("2\\sqrt{3}", "2*sqrt(3)") == "correct"
+    assert status("2\\sqrt{3}", "2\\sqrt{3}") == "correct"
+
+
+def test_percent_is_a_unit():
+    assert status("10", "10\\%") == "correct"
+    assert status("10", "10%") == "correct"
+    assert status("0.1", "10\\%") == "incorrect"  # not 0.1: GSM8K/MATH golds for percents are the bare number
+    assert status("10\\%", "10") == "correct"
+
+
+def test_choice_letters():
+    assert status("\\text{(C)}", "(C)") == "correct"
+    assert status("C", "(c)") == "correct"
+    assert status("(C)", "C") == "correct"
+    assert status("\\text{(C)}", "(D)") == "incorrect"
+    assert status("\\text{(C)}", "3") == "incorrect"
+    assert choice_letter("\\text{(B)}") == "B" and choice_letter("BC") is None
+
+
+def test_tuple_is_not_a_set():
+    from math_verify import parse, verify
+
+    assert verify(parse("$\\{1,2\\}$"), parse("$(1,2)$"), timeout_seconds=None)  # the pitfall
+    assert status("\\{1,2\\}", "(1,2)") == "incorrect"
+    assert status("(1,2)", "\\{1,2\\}") == "incorrect"
+    assert status("(1,2)", "(1, 2)") == "correct"
+    assert status("\\{1,2\\}", "\\{2,1\\}") == "correct"
+    assert bracket_kind("\\left(1,2\\right)") == "tuple" and bracket_kind("(x+1)") is None
+
+
+def test_units_and_currency():
+    assert status("12", "12 apples") == "correct"
+    assert status("18", "\\$18") == "correct"
+    assert status("18", "$18.00") == "correct"
+    assert status("1000", "1,000") == "correct"
+    assert normalize_answer("  $\\frac{1}{2}$. ") == "\\frac{1}{2}"
+
+
+def test_equivalent_forms():
+    assert status("\\frac{1}{2}", "0.5") == "correct"
+    assert status("\\frac{1}{2}", "\\frac{2}{4}") == "correct"
+    assert status("8", "9") == "incorrect"
+    assert status("-4", "-4") == "correct"
+
+
+def test_unparseable_answer_is_no_answer():
+    assert grade("7", "$$") == Grade("no_answer", "the extracted answer is empty after normalisation")
+    assert status("7", "\\\\") == "no_answer"  # nothing math-verify can read

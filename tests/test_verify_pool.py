@@ -1,0 +1,98 @@
+"""The bounded worker pool: poisoned inputs cost at most their bound, the rest come back right.
+
+These start worker processes (a forkserver that imports sympy once: a few seconds).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pipeline.config import VerifyConfig
+from pipeline.schema import schema
+from pipeline.verify.core import VerifyError, verify
+from pipeline.verify.grader import Grade, GradeOptions, grade
+from pipeline.verify.pool import GradePool
+
+POISON = ["\\boxed{7^{7^{11}}}", "9^{9^{9}}", "(" * 3000 + "1" + ")" * 3000]
+
+
+def hog(gold: str, answer: str, *, options: GradeOptions) -> Grade:
+    """A check that allocates 2 GiB when asked to: the worker's RLIMIT_AS turns it into a MemoryError."""
+    if answer == "hog":
+        bytearray(2 << 30)
+    return grade(gold, answer, options=options)
+
+
+def boom(gold: str, answer: str, *, options: GradeOptions) -> Grade:
+    if answer == "boom":
+        raise ValueError("math-verify blew up")
+    return grade(gold, answer, options=options)
+
+
+def test_poisoned_batch_finishes_within_the_bound():
+    timeout = 1.0
+    good = [(str(i), str(i)) for i in range(20)] + [("\\frac{1}{2}", "0.5"), ("8", "9")]
+    pairs = [*good[:7], ("7", POISON[0]), *good[7:14], ("3", POISON[1]), ("3", POISON[2]), *good[14:]]
+    with GradePool(workers=2, timeout_s=timeout, memory_mb=1024) as pool:
+        t = time.monotonic()
+        out = pool.map(pairs)
+        elapsed = time.monotonic() - t
+        restarts = pool.restarts
+    by_pair = dict(zip(pairs, out, strict=True))
+    for p in good[:-1]:
+        assert by_pair[p].status == "correct", (p, by_pair[p])
+    assert by_pair[("8", "9")].status == "incorrect"
+    poisoned = [by_pair[("7", POISON[0])], by_pair[("3", POISON[1])], by_pair[("3", POISON[2])]]
+    assert [g.status for g in poisoned] == ["timeout"] * 3
+    assert "worker killed" in poisoned[0].detail
+    assert restarts == 3
+    # each poisoned item costs at most its bound (CPU seconds; wall at most wall_factor x on a busy machine)
+    assert elapsed < 3 * (3 * timeout) + 10
+
+
+def test_memory_limit_is_an_error_not_a_crash():
+    with GradePool(workers=1, timeout_s=10, memory_mb=768, fn=hog) as pool:
+        out = pool.map([("1", "1"), ("1", "hog"), ("2", "2")])
+    assert out[0].status == "correct" and out[2].status == "correct"
+    assert out[1].status == "error" and "memory limit of 768 MiB" in out[1].detail
+
+
+def test_a_raising_check_is_an_error():
+    with GradePool(workers=1, timeout_s=10, memory_mb=1024, fn=boom) as pool:
+        out = pool.map([("1", "boom"), ("1", "1")])
+    assert out == [Grade("error", "ValueError: math-verify blew up"), Grade("correct")]
+
+
+def _tables(completions: list[str], gold: str = "8"):
+    probs = schema("problems").from_rows([{"problem_id": "p1", "source": "t", "source_id": "1",
+                                           "question": "What is 3 + 5?", "answer": gold, "n_duplicates": 0}])
+    rows = schema("rollouts").from_rows([
+        {"problem_id": "p1", "policy_id": "pol", "sample_idx": i, "seed": i, "completion": c, "n_tokens": 9,
+         "finish_reason": "stop"} for i, c in enumerate(completions)])
+    return rows, probs
+
+
+def test_raise_on_error_both_ways():
+    # a gold that is not parseable reaches the grader only if ingest was bypassed: it is an `error` verdict
+    rows, probs = _tables(["The answer is 8.", "The answer is 9."], gold="\\\\")
+    res = verify(rows, probs, config=VerifyConfig(workers=1))
+    assert [v["status"] for v in res.verdicts.to_pylist()] == ["error", "error"]
+    assert "does not parse" in res.verdicts.column("detail")[0].as_py()
+    with pytest.raises(VerifyError, match=r"rollout \('p1', 'pol', 0\)"):
+        verify(rows, probs, config=VerifyConfig(workers=1, raise_on_error=True))
+
+
+def test_identical_answers_are_checked_once_and_poison_costs_once():
+    rows, probs = _tables(["The answer is 8."] * 4 + ["\\boxed{7^{7^{11}}}"] * 3 + ["blah"])
+    res = verify(rows, probs, config=VerifyConfig(workers=2, timeout_s=1.0))
+    assert res.checks == 2 and res.restarts == 1
+    assert [v["status"] for v in res.verdicts.to_pylist()] == ["correct"] * 4 + ["timeout"] * 3 + ["no_answer"]
+
+
+def test_answer_cap():
+    rows, probs = _tables(["The answer is " + "1" * 50 + "."])
+    res = verify(rows, probs, config=VerifyConfig(workers=1, max_answer_chars=20))
+    v = res.verdicts.to_pylist()[0]
+    assert v["status"] == "no_answer" and len(v["extracted"]) == 20 and "cap 20" in v["detail"]

@@ -1,0 +1,87 @@
+"""``passband verify`` driven through the CLI into a temp dir: shards, metrics, incrementality, table sets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.config import load_params
+from pipeline.io import read_table, shard_paths, write_table
+from pipeline.schema import schema
+from pipeline.verify import verifier_id
+
+PARAMS = {
+    "ingest": {"sources": [{"name": "t", "kind": "synthetic"}]},
+    "policies": {"p": {"model": "embedded"}},
+    "rollout": {"policies": ["p"]},
+    "verify": {"workers": 1, "timeout_s": 2.0},
+}
+COMPLETIONS = [" 3 + 5 = 8. The answer is 8.", " 3 + 5 = 9. The answer is 9.", " 3 + 5 =", " The answer is \\boxed{8}."]
+
+
+def setup(tmp: Path, *, k: int = 4, base: str = "data", params: dict = PARAMS) -> None:
+    (tmp / "params.yaml").write_text(yaml.safe_dump(params))
+    probs = [{"problem_id": f"p{i}", "source": "t", "source_id": str(i), "question": f"What is 3 + {5 + i}?",
+              "answer": str(8 + i), "n_duplicates": 0} for i in range(2)]
+    write_table(schema("problems").from_rows(probs), tmp / base / "problems/part-0.parquet", name="problems")
+    rows = [{"problem_id": p["problem_id"], "policy_id": "pol_x", "sample_idx": j, "seed": j,
+             "completion": COMPLETIONS[j % 4], "n_tokens": 10, "finish_reason": "stop"} for p in probs for j in range(k)]
+    write_table(schema("rollouts").from_rows(rows), tmp / base / "rollouts/part-0.parquet", name="rollouts")
+
+
+def invoke(tmp: Path, *args: str):
+    res = CliRunner().invoke(cli, ["verify", "--params", str(tmp / "params.yaml"), "--no-progress", *args])
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def test_verify_writes_verdicts_and_is_incremental(tmp_path):
+    setup(tmp_path)
+    out = invoke(tmp_path).output
+    assert "8 new verdicts" in out
+    order = [("problem_id", "ascending"), ("sample_idx", "ascending")]
+    v = read_table(tmp_path / "data/verdicts", name="verdicts").sort_by(order)
+    assert v.column("status").to_pylist() == ["correct", "incorrect", "no_answer", "correct",
+                                              "incorrect", "correct", "no_answer", "incorrect"]
+    vid = verifier_id(load_params(tmp_path / "params.yaml").verify)
+    assert set(v.column("verifier_id").to_pylist()) == {vid}
+    m = json.loads((tmp_path / "data/metrics/verify.json").read_text())
+    assert m["verdicts"] == 8 and m["status"]["correct"] == 3 and m["skipped_already_verified"] == 0
+
+    # again: nothing to do, no new shard
+    assert "0 new verdicts" in invoke(tmp_path).output
+    assert len(shard_paths(tmp_path / "data/verdicts")) == 1
+
+    # more samples: only the new keys are verified
+    setup(tmp_path, k=6)
+    assert "4 new verdicts" in invoke(tmp_path).output
+    assert read_table(tmp_path / "data/verdicts", name="verdicts").num_rows == 12
+
+    # another verifier configuration is another verifier_id: everything again, the old verdicts stay
+    params = {**PARAMS, "verify": {**PARAMS["verify"], "max_answer_chars": 50}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    assert "12 new verdicts" in invoke(tmp_path).output
+    assert read_table(tmp_path / "data/verdicts", name="verdicts").num_rows == 24
+
+
+def test_reformulated_set(tmp_path):
+    setup(tmp_path, base="data/reformulated")
+    invoke(tmp_path, "--set", "reformulated")
+    assert read_table(tmp_path / "data/reformulated/verdicts", name="verdicts").num_rows == 8
+    assert not shard_paths(tmp_path / "data/verdicts")
+    assert (tmp_path / "data/metrics/verify-reformulated.json").is_file()
+
+
+def test_unknown_extractor_is_a_clean_error(tmp_path):
+    setup(tmp_path, params={**PARAMS, "verify": {"extractors": ["boxd"]}})
+    res = CliRunner().invoke(cli, ["verify", "--params", str(tmp_path / "params.yaml"), "--no-progress"])
+    assert res.exit_code == 1 and "unknown extractor 'boxd' (did you mean boxed?)" in res.output
+
+
+def test_help():
+    res = CliRunner().invoke(cli, ["verify", "--help"])
+    assert res.exit_code == 0 and "--set" in res.output
