@@ -102,6 +102,7 @@ def convert_gguf(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         _write_checkpoint(gguf_path, tmp)
+        _relax_permissions(tmp)
         manifest["dtype"] = "float32"
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         _replace_dir(tmp, out_dir)
@@ -132,6 +133,16 @@ def _write_checkpoint(gguf_path: Path, dest: Path) -> None:
         del model.config.quantization_config
     model.save_pretrained(dest, safe_serialization=True)
     tokenizer.save_pretrained(dest)
+
+
+def _relax_permissions(path: Path) -> None:
+    """mkdtemp (and some writers) create owner-only modes; give the checkpoint the umask's."""
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod(0o777 & ~umask)
+    for child in path.iterdir():
+        if child.is_file():
+            child.chmod(0o666 & ~umask)
 
 
 def _replace_dir(new: Path, target: Path) -> None:
