@@ -117,7 +117,7 @@ class VerifyConfig(Model):
     memory_mb: int = Field(1024, gt=0)
     max_answer_chars: int = Field(200, gt=0)
     options: dict[str, Any] = Field(default_factory=dict)
-    extractors: list[str] = Field(default_factory=lambda: ["boxed", "gsm8k", "answer_is"], min_length=1,
+    extractors: list[str] = Field(default_factory=lambda: ["boxed", "gsm8k", "answer_is", "is_the_answer"], min_length=1,
                                   description="answer extractors, tried in order (pipeline/verify/extract.py)")
     raise_on_error: bool = Field(False, description="stop the stage on an `error` verdict instead of recording it")
 

@@ -11,7 +11,8 @@ completions end "... so the answer is $\\boxed{\\frac{1}{2}}$"::
 
 Registered: ``boxed`` (content of the last ``\\boxed{}``/``\\fbox{}``), ``gsm8k`` (the rest of
 the line after the last ``####``), ``answer_is`` (after the last "the answer is", up to the end
-of its sentence), ``last_number`` (the last number anywhere: lenient, off by default).
+of its sentence), ``is_the_answer`` (the token before "... is the answer"), ``last_number`` (the last number
+anywhere: lenient, off by default).
 :func:`candidates` lists *every* answer the rules see, for the ``multiple_answers`` flag.
 """
 
@@ -53,7 +54,9 @@ def get_extractor(name: str) -> Extractor:
 
 # A sentence ends at a period that is not a decimal point, or at a newline.
 _SENTENCE_END = re.compile(r"(?<!\\)\.(?!\d)|\n")
-_ANSWER_IS = re.compile(r"(?i)\b(?:the\s+)?(?:final\s+)?answer\s+is\s*[:=]?\s*")
+_ANSWER_IS = re.compile(r"(?i)\b(?:the\s+)?(?:final\s+)?answer(?:\s+to\s+(?:the|this)\s+(?:question|problem))?\s+is"
+                        r"(?!\s*(?:correct|right|wrong|incorrect|not|unknown)\b)\s*[:=]?\s*")
+_IS_THE_ANSWER = re.compile(r"(?i)(?:^|[\s,;:])(-?\$?[\w.,/^{}\\]+?)\$?\s+is\s+the\s+(?:final\s+|correct\s+)?answer\b")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
 
@@ -71,8 +74,12 @@ def _until_sentence_end(text: str) -> str:
     return "".join(out)
 
 
+_FILLER = re.compile(r"(?i)^(?:also|just|simply|now|then|therefore|thus|so|exactly|clearly|actually)\s+(?=\S)")
+
+
 def _clean(answer: str) -> str | None:
-    answer = answer.strip().rstrip(".,;:!").strip()
+    """Trim the answer: surrounding space, trailing punctuation, a leading filler word ("also 6" is 6)."""
+    answer = _FILLER.sub("", answer.strip()).rstrip(".,;:!").strip()
     return answer or None
 
 
@@ -105,6 +112,13 @@ def answer_is(completion: str) -> str | None:
     if rest.startswith(("\\boxed", "\\fbox")):  # "the answer is \boxed{8}." (None when the box never closes)
         return boxed(rest)
     return _clean(_until_sentence_end(rest))
+
+
+@register("is_the_answer")
+def is_the_answer(completion: str) -> str | None:
+    """The token before the last "is the answer" ("So, 1708 is the answer.")."""
+    matches = list(_IS_THE_ANSWER.finditer(completion))
+    return _clean(matches[-1].group(1)) if matches else None
 
 
 @register("last_number")

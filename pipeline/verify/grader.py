@@ -24,6 +24,10 @@ Decided policies for math-verify's known pitfalls (tests/test_verify_grader.py, 
   outer brackets are a tuple/interval is incorrect against a set gold, and the other way round.
 - a number followed by plain words (``12 apples``) is the number; ``18 dollars`` would
   otherwise parse as a product of symbols.
+- an extracted "answer" of three or more words with no digit and no math ("the number of
+  stickers that Ana has now") is ``no_answer``: the model stated no answer.
+- an answer that is an equation (``4 + 2 + 10 = 24 bars``, ``x = 5``) is graded by its last
+  right-hand side; "..., which is 12" by what follows "which is".
 """
 
 from __future__ import annotations
@@ -59,16 +63,34 @@ _PERCENT = re.compile(r"\s*\\?%\s*$")
 _DOLLARS = re.compile(r"^\s*\\?\$+\s*|\s*\$+\s*$")
 _UNIT_WORDS = re.compile(r"^(-?\d[\d,]*(?:\.\d+)?)\s*[A-Za-z][A-Za-z ]*$")
 _TEXT = re.compile(r"^\\(?:text|textbf|mathrm)\{(.*)\}$")
+_PROSE = re.compile(r"^(?=(?:\S+\s+){2,}\S)[^\d\\^_=+*/]*$")  # three or more words, no digit, no math
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(\D|$))")
 
 
+_WHICH_IS = re.compile(r"(?i),?\s+which\s+is\s+")
+
+
+def _last_rhs(a: str) -> str:
+    """``4 + 2 + 10 = 24 bars`` -> ``24 bars``; ``..., which is 12`` -> ``12`` (outside braces only)."""
+    parts = _WHICH_IS.split(a)
+    a = parts[-1] if len(parts) > 1 and parts[-1].strip() else a
+    depth, cut = 0, -1
+    for i, ch in enumerate(a):
+        depth += {"{": 1, "}": -1, "(": 1, ")": -1}.get(ch, 0)
+        if ch == "=" and depth == 0 and a[i - 1:i] not in ("<", ">", "!") and a[i + 1:i + 2] != "=":
+            cut = i
+    return a[cut + 1:].strip() if cut >= 0 and a[cut + 1:].strip() else a
+
+
 def normalize_answer(answer: str) -> str:
-    """Strip math delimiters, a currency sign, a trailing percent sign and trailing unit words."""
-    a = answer.strip()
+    """Strip math delimiters and a currency sign, keep the last right-hand side of an equation, drop a trailing
+    percent sign and trailing unit words."""
+    a = answer.strip().rstrip(".").strip()
     if (a.startswith("\\(") and a.endswith("\\)")) or (a.startswith("\\[") and a.endswith("\\]")):
         a = a[2:-2].strip()
     a = _DOLLARS.sub("", a)
+    a = _last_rhs(a)
     a = _PERCENT.sub("", a)
     if m := _UNIT_WORDS.match(a):
         a = _THOUSANDS.sub("", m.group(1))
@@ -114,6 +136,8 @@ def grade(gold: str, answer: str, *, options: GradeOptions = GradeOptions()) -> 
     norm = normalize_answer(answer)
     if not norm:
         return Grade("no_answer", "the extracted answer is empty after normalisation")
+    if _PROSE.match(norm):
+        return Grade("no_answer", "the extracted answer is prose (no digit, no math)")
     gold_choice, ans_choice = choice_letter(gold), choice_letter(norm)
     if gold_choice is not None:
         if ans_choice is None:
