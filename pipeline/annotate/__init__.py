@@ -1,0 +1,145 @@
+"""Annotate stage: verdicts (of the current verifier_id) + rollouts + problems -> flags, difficulty, metrics, plots.
+
+The shell opens an in-memory DuckDB with a memory limit (``annotate.memory_limit_mb``; it
+spills to a temp folder past it), points views at the set's Parquet shards, runs the core
+(:mod:`pipeline.annotate.core`) and writes each output to a temp name renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from pipeline.annotate.bands import BANDS
+from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_sql, flag_batches, prepare
+from pipeline.annotate.plots import write_plots
+from pipeline.config import Params
+from pipeline.io import SHARD_GLOB, shard_paths, write_json
+from pipeline.schema import SchemaError, schema
+from pipeline.tablesets import table_set
+from pipeline.verify.core import verifier_id
+
+__all__ = ["AnnotateResult", "annotate_tables", "open_inputs", "run"]
+
+
+@dataclass
+class AnnotateResult:
+    verifier_id: str
+    groups: int
+    samples: int
+    flags: int
+    bands: dict[str, int] = field(default_factory=dict)
+    mean_pass_rate: float | None = None
+    flag_rates: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    paths: list[Path] = field(default_factory=list)
+
+    def metrics(self) -> dict:
+        return {"verifier_id": self.verifier_id, "problems": self.groups, "rollouts": self.samples,
+                "flags": self.flags, "bands": self.bands, "mean_pass_rate": self.mean_pass_rate,
+                "flag_rates": self.flag_rates, "seconds": round(self.seconds, 3)}
+
+
+def _view(con: duckdb.DuckDBPyConnection, name: str, directory: Path) -> None:
+    if shard_paths(directory):
+        cols = ", ".join(schema(name).names)
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} FROM read_parquet('{directory}/{SHARD_GLOB}')")
+    else:
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS {schema(name).empty_select()}")
+
+
+def open_inputs(params: Params, *, root: Path, set_name: str, temp_dir: str) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:", config={"memory_limit": f"{params.annotate.memory_limit_mb}MB",
+                                             "temp_directory": temp_dir, "preserve_insertion_order": False})
+    ts = table_set(params, set_name)
+    for name in ("verdicts", "rollouts", "problems"):
+        _view(con, name, ts.dir(name, root))
+    return con
+
+
+def _check_output(path: Path, name: str) -> None:
+    """The written file has exactly the declared columns and types (checked on its first batch)."""
+    pf = pq.ParquetFile(path)
+    first = next(pf.iter_batches(batch_size=1024), None)
+    table = pf.schema_arrow.empty_table() if first is None else pa.Table.from_batches([first])
+    try:
+        schema(name).validate(table, where=str(path))
+    except SchemaError:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _copy(con: duckdb.DuckDBPyConnection, sql: str, target: Path, name: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        con.execute(f"COPY ({sql}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
+        _check_output(Path(tmp), name)
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    for old in shard_paths(target.parent):
+        if old != target:
+            old.unlink()
+
+
+def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progress: bool = True,
+        plots: bool = True) -> AnnotateResult:
+    """The shell: the set's tables in; ``flags/part-0.parquet``, ``difficulty/part-0.parquet``, metrics and plots out."""
+    t0 = time.perf_counter()
+    ts = table_set(params, set_name)
+    vid = verifier_id(params.verify)
+    with tempfile.TemporaryDirectory(prefix="passband-annotate-") as tmp:
+        con = open_inputs(params, root=root, set_name=set_name, temp_dir=f"{tmp}/duckdb")
+        try:
+            ann = prepare(con, config=params.annotate, verifier_id=vid)
+            hits_path = Path(tmp) / "hits.parquet"
+            n_hits = _write_hits(ann, hits_path, progress=progress, set_name=set_name)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW _hits AS SELECT * FROM read_parquet('{hits_path}')")
+            flags_out = ts.dir("flags", root) / "part-0.parquet"
+            flag_cols = ", ".join(schema("flags").names)
+            _copy(con, f"SELECT {flag_cols} FROM _hits ORDER BY problem_id, policy_id, sample_idx, flag", flags_out, "flags")
+            diff_out = ts.dir("difficulty", root) / "part-0.parquet"
+            _copy(con, difficulty_sql(ann, hits="_hits") + " ORDER BY problem_id, policy_id", diff_out, "difficulty")
+            result = _summary(con, ann, diff_out, n_hits)
+            result.paths = [flags_out, diff_out]
+            if plots:
+                suffix = "" if set_name == "main" else f"-{set_name}"
+                result.paths += write_plots(con, f"read_parquet('{diff_out}')", root / params.paths.plots, suffix=suffix)
+        finally:
+            con.close()
+    result.seconds = time.perf_counter() - t0
+    write_json(ts.metrics_file("annotate", root), result.metrics())
+    return result
+
+
+def _write_hits(ann: Annotation, path: Path, *, progress: bool, set_name: str) -> int:
+    n = 0
+    with pq.ParquetWriter(path, HITS_SCHEMA, compression="zstd") as writer, \
+            tqdm(desc=f"annotate[{set_name}] flags", unit=" candidates", disable=not progress, mininterval=1.0) as bar:
+        for batch in flag_batches(ann, on_batch=bar.update):
+            writer.write_batch(batch)
+            n += batch.num_rows
+    return n
+
+
+def _summary(con: duckdb.DuckDBPyConnection, ann: Annotation, diff_path: Path, n_hits: int) -> AnnotateResult:
+    src = f"read_parquet('{diff_path}')"
+    bands = dict(con.execute(f"SELECT band, count(*) FROM {src} GROUP BY 1").fetchall())
+    groups, samples, mean_pass = con.execute(f"SELECT count(*), coalesce(sum(n), 0), avg(pass_rate) FROM {src}").fetchone()
+    fired = dict(con.execute("SELECT flag, count(*) FROM _hits GROUP BY 1").fetchall())
+    return AnnotateResult(
+        verifier_id=ann.verifier_id, groups=groups, samples=samples, flags=n_hits,
+        bands={b: bands.get(b, 0) for b in BANDS},
+        mean_pass_rate=round(mean_pass, 6) if mean_pass is not None else None,
+        flag_rates={d.name: round(fired.get(d.name, 0) / samples, 6) if samples else 0.0 for d in ann.detectors},
+    )

@@ -1,0 +1,188 @@
+"""Annotate core: verdicts + rollouts + problems in, ``flags`` and ``difficulty`` out, in DuckDB.
+
+The core works on a DuckDB connection that has the input tables as views (``verdicts``,
+``rollouts``, ``problems``: Parquet globs in the stage, Arrow tables in tests) and touches no
+files. Everything row-wise runs inside DuckDB, streaming and under its memory limit; Python
+only sees (a) the distinct (n, n_correct) pairs, whose statistics it computes once each
+(:mod:`pipeline.annotate.stats`, :mod:`pipeline.annotate.bands`), and (b) the candidate rows
+of each flag detector (:mod:`pipeline.annotate.flags`). One real difficulty row::
+
+    "What is 52 - 27?"  n 8, n_correct 1, pass_rate 0.125, ci [0.014, 0.454], band too_hard,
+    band_confidence 0.66, pass_at_k {1: 0.125, 2: 0.25, 4: 0.5, 8: 1.0}, learnability 0.109
+
+Steps: :func:`prepare` (group counts, the ``samples`` view), :func:`flag_batches` (detectors),
+:func:`difficulty_sql` (the final SELECT, given a relation holding the flag hits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow as pa
+
+from pipeline.annotate.bands import assign_band, band_confidence
+from pipeline.annotate.flags import (
+    REF_STEPS_SQL,
+    STEPS_SQL,
+    Detector,
+    FlagCounts,
+    FlagOptions,
+    candidate_sql,
+    get_detectors,
+    run_detectors,
+)
+from pipeline.annotate.stats import group_stats
+from pipeline.config import AnnotateConfig, parse_options
+from pipeline.schema import schema
+
+# the hits the runner yields, plus whether the flagged rollout was correct (for flagged_correct_rate)
+HITS_SCHEMA = schema("flags").arrow.append(pa.field("correct", pa.bool_(), nullable=False))
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def flag_options(config: AnnotateConfig) -> FlagOptions:
+    return parse_options(FlagOptions, {**config.options, "rare_success_max_pass_rate": config.rare_success_max_pass_rate},
+                         where="annotate.options")
+
+
+@dataclass
+class Annotation:
+    """What :func:`prepare` set up on the connection."""
+
+    con: duckdb.DuckDBPyConnection
+    config: AnnotateConfig
+    verifier_id: str
+    detectors: list[Detector]
+    opts: FlagOptions
+    counts: FlagCounts = field(default_factory=lambda: FlagCounts({}, {}))
+
+    @property
+    def n_groups(self) -> int:
+        return self.con.execute("SELECT count(*) FROM _groups").fetchone()[0]
+
+    @property
+    def n_samples(self) -> int:
+        return self.con.execute("SELECT coalesce(sum(n), 0) FROM _groups").fetchone()[0]
+
+
+def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_id: str) -> Annotation:
+    """Group counts (``_groups``), the stats of each distinct (n, n_correct) (``_lut``) and the ``samples`` view."""
+    detectors = get_detectors(config.flags)
+    opts = flag_options(config)
+    vid = _q(verifier_id)
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW _v AS
+        SELECT problem_id, policy_id, sample_idx, status, extracted FROM verdicts WHERE verifier_id = {vid}""")
+    con.execute("""CREATE OR REPLACE TEMP TABLE _groups AS
+        SELECT v.problem_id, v.policy_id, count(*) AS n,
+               count(*) FILTER (WHERE v.status = 'correct') AS n_correct,
+               count(*) FILTER (WHERE v.status = 'no_answer') AS n_no_answer,
+               count(*) FILTER (WHERE v.status IN ('timeout', 'error')) AS n_failed,
+               avg(r.n_tokens) FILTER (WHERE v.status = 'correct') AS mean_tokens_correct,
+               stddev_samp(r.n_tokens) FILTER (WHERE v.status = 'correct') AS std_tokens_correct,
+               avg(r.n_tokens) FILTER (WHERE v.status <> 'correct') AS mean_tokens_incorrect,
+               stddev_samp(r.n_tokens) FILTER (WHERE v.status <> 'correct') AS std_tokens_incorrect
+        FROM _v v JOIN rollouts r USING (problem_id, policy_id, sample_idx)
+        GROUP BY ALL""")
+    pairs = con.execute("SELECT DISTINCT n, n_correct FROM _groups ORDER BY ALL").fetchall()
+    con.register("_lut_arrow", _lut(pairs, config))
+    con.execute("CREATE OR REPLACE TEMP TABLE _lut AS SELECT * FROM _lut_arrow")
+    con.unregister("_lut_arrow")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _problems AS
+        SELECT problem_id, question,
+               CASE WHEN solution IS NULL THEN NULL ELSE {REF_STEPS_SQL.format(x='solution')} END AS ref_steps
+        FROM problems WHERE problem_id IN (SELECT DISTINCT problem_id FROM _groups)""")
+    steps = STEPS_SQL.format(x="r.completion")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _median AS
+        SELECT v.problem_id, v.policy_id, median({steps}) AS median_correct_steps
+        FROM _v v JOIN rollouts r USING (problem_id, policy_id, sample_idx)
+        WHERE v.status = 'correct'
+          AND v.problem_id IN (SELECT problem_id FROM _problems WHERE coalesce(ref_steps, 0) = 0)
+        GROUP BY ALL""")
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW samples AS
+        SELECT v.problem_id, v.policy_id, v.sample_idx, v.status, v.extracted, r.completion, r.n_tokens,
+               r.finish_reason, p.question, g.n, g.n_correct, g.n_correct / g.n AS pass_rate,
+               {steps} AS steps, p.ref_steps, m.median_correct_steps
+        FROM _v v JOIN rollouts r USING (problem_id, policy_id, sample_idx)
+        JOIN _groups g USING (problem_id, policy_id)
+        JOIN _problems p USING (problem_id)
+        LEFT JOIN _median m USING (problem_id, policy_id)""")
+    return Annotation(con, config, verifier_id, detectors, opts)
+
+
+def _lut(pairs: Sequence[tuple[int, int]], config: AnnotateConfig) -> pa.Table:
+    cols: dict[str, list] = {k: [] for k in ("n", "n_correct", "pass_rate", "ci_low", "ci_high", "pass_at_k",
+                                             "learnability", "band", "band_confidence")}
+    for n, c in pairs:
+        s = group_stats(n, c)
+        band = assign_band(c, n, config.bands)
+        for k, v in (("n", n), ("n_correct", c), *s.items(), ("band", band),
+                     ("band_confidence", band_confidence(c, n, band, config.bands))):
+            cols[k].append(v)
+    sch = schema("difficulty").arrow
+    fields = [pa.field("n", pa.int64()), pa.field("n_correct", pa.int64())] + [sch.field(k) for k in list(cols)[2:]]
+    return pa.table(cols, schema=pa.schema(fields))
+
+
+def flag_batches(ann: Annotation, *, batch_rows: int = 65_536,
+                 on_batch: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """Stream the candidate rows through the detectors; yield hit batches (``HITS_SCHEMA``)."""
+    if not ann.detectors:
+        return
+    sql = candidate_sql(ann.detectors, ann.opts)
+    reader = ann.con.sql(sql).to_arrow_reader(batch_rows)
+    status_of: dict[tuple, bool] = {}
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for b in reader:
+            keys = zip(*(b.column(k).to_pylist() for k in ("problem_id", "policy_id", "sample_idx", "status")), strict=True)
+            status_of.clear()
+            status_of.update({(p, q, s): st == "correct" for p, q, s, st in keys})
+            yield b
+
+    for hits in run_detectors(batches(), ann.detectors, ann.opts, counts=ann.counts, on_batch=on_batch):
+        correct = [status_of[k] for k in zip(*(hits.column(c).to_pylist() for c in ("problem_id", "policy_id", "sample_idx")),
+                                             strict=True)]
+        yield pa.RecordBatch.from_arrays([*hits.columns, pa.array(correct, pa.bool_())], schema=HITS_SCHEMA)
+
+
+def difficulty_sql(ann: Annotation, *, hits: str) -> str:
+    """The difficulty table as one SELECT; ``hits`` names a relation with ``HITS_SCHEMA`` columns."""
+    shortcut = [d.name for d in ann.detectors if d.kind == "shortcut"]
+    counts = ", ".join(f"count(*) FILTER (WHERE flag = {_q(d.name)}) AS \"f_{d.name}\"" for d in ann.detectors)
+    in_short = ", ".join(_q(s) for s in shortcut) or "NULL"
+    entries = ", ".join(f"{{'key': {_q(d.name)}, 'value': coalesce(f.\"f_{d.name}\", 0) / g.n}}" for d in ann.detectors)
+    flag_rates = f"map_from_entries([{entries}])" if entries else "map_from_entries([])::MAP(VARCHAR, DOUBLE)"
+    agg = (f"SELECT problem_id, policy_id, {counts + ',' if counts else ''} "
+           f"count(DISTINCT sample_idx) FILTER (WHERE correct AND flag IN ({in_short})) AS flagged_correct "
+           f"FROM {hits} GROUP BY ALL")
+    return f"""
+        SELECT g.problem_id, g.policy_id, {_q(ann.verifier_id)} AS verifier_id, g.n, g.n_correct, g.n_no_answer, g.n_failed,
+               s.pass_rate, s.ci_low, s.ci_high, s.pass_at_k, s.learnability, s.band, s.band_confidence,
+               g.mean_tokens_correct, g.std_tokens_correct, g.mean_tokens_incorrect, g.std_tokens_incorrect,
+               {flag_rates} AS flag_rates,
+               CASE WHEN g.n_correct = 0 THEN NULL ELSE coalesce(f.flagged_correct, 0) / g.n_correct END AS flagged_correct_rate
+        FROM _groups g JOIN _lut s USING (n, n_correct)
+        LEFT JOIN ({agg}) f USING (problem_id, policy_id)"""
+
+
+def annotate_tables(verdicts: pa.Table, rollouts: pa.Table, problems: pa.Table, *, config: AnnotateConfig,
+                    verifier_id: str) -> tuple[pa.Table, pa.Table]:
+    """In-memory convenience (tests, small data): (difficulty, flags) as validated Arrow tables."""
+    con = duckdb.connect(":memory:")
+    try:
+        for name, t in (("verdicts", verdicts), ("rollouts", rollouts), ("problems", problems)):
+            con.register(name, t)
+        ann = prepare(con, config=config, verifier_id=verifier_id)
+        hits = pa.Table.from_batches(list(flag_batches(ann)), schema=HITS_SCHEMA)
+        con.register("_hits", hits)
+        difficulty = con.sql(difficulty_sql(ann, hits="_hits") + " ORDER BY problem_id, policy_id").to_arrow_table()
+        order = [(k, "ascending") for k in ("problem_id", "policy_id", "sample_idx", "flag")]
+        flags = hits.drop_columns(["correct"]).sort_by(order)
+        return schema("difficulty").validate(difficulty), schema("flags").validate(flags)
+    finally:
+        con.close()

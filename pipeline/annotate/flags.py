@@ -1,0 +1,295 @@
+"""Per-rollout flag detectors: one signature, one registry; the runner owns batching and counting.
+
+A detector is a :class:`Detector`: a SQL predicate ``where`` over the ``samples`` view (one row
+per verified rollout, with its problem and its group's counts) that selects the candidate rows
+cheaply inside DuckDB, and a Python ``detect(row, opts) -> Hit | None`` that decides and
+writes the evidence. The runner (:func:`run_detectors`) streams only candidate rows out of
+DuckDB in Arrow batches, so a detector never sees the rows it cannot fire on and never
+batches, counts or reports progress itself. Columns of a ``samples`` row::
+
+    problem_id policy_id sample_idx status extracted completion n_tokens finish_reason
+    question n n_correct pass_rate steps ref_steps median_correct_steps
+
+One real row that fires ``rare_success`` (SmolLM2-135M, 3-shot, k = 8)::
+
+    "What is 52 - 27?"  completion "52 - 27 = 25. The answer is 25."  1 of 8 correct
+    -> score 2.65 (= sqrt(7)), evidence "1 of 8 correct (pass rate 0.125): GRPO advantage 2.65"
+
+Kinds: ``risk`` (rare_success: a success that GRPO amplifies), ``shortcut`` (a success
+that may not come from solving: answer_repetition, computation_skip, answer_in_question,
+multiple_answers; these make up ``flagged_correct_rate``), ``degeneracy`` (repetition_loop,
+truncated).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pydantic import Field
+
+from pipeline.annotate.stats import grpo_advantage
+from pipeline.config import ConfigError, Model
+from pipeline.schema import schema
+from pipeline.verify.extract import candidates
+from pipeline.verify.grader import normalize_answer
+
+KINDS = ("risk", "shortcut", "degeneracy")
+
+
+class FlagOptions(Model):
+    """Detector knobs (``annotate.options`` in params.yaml).
+
+    The rare-success threshold comes from ``annotate.rare_success_max_pass_rate``.
+    """
+
+    rare_success_max_pass_rate: float = Field(0.125, ge=0, le=1)
+    computation_skip_ratio: float = Field(0.5, gt=0, le=1, description="fire below this share of the reference's steps")
+    computation_skip_min_correct: int = Field(3, ge=2, description="correct samples needed when there is no reference solution")
+    answer_repetition_min: int = Field(3, ge=2, description="the final answer stated at least this many times")
+    line_repetition_min: int = Field(3, ge=2, description="one line (>= 3 characters) written at least this many times")
+    loop_min_words: int = Field(24, ge=8)
+    loop_max_distinct_ratio: float = Field(0.5, gt=0, lt=1,
+                                           description="distinct word 4-grams / all 4-grams below this is a loop")
+
+
+@dataclass(frozen=True)
+class Hit:
+    score: float | None
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Detector:
+    name: str
+    kind: str
+    where: str  # SQL predicate over `samples`; may use {opts.<field>}
+    detect: Callable[[dict, FlagOptions], Hit | None]
+    doc: str
+
+
+DETECTORS: dict[str, Detector] = {}
+
+
+def register(name: str, *, kind: str, where: str) -> Callable:
+    if kind not in KINDS:
+        raise ValueError(f"unknown detector kind {kind!r}; known: {KINDS}")
+
+    def deco(fn: Callable[[dict, FlagOptions], Hit | None]) -> Callable:
+        DETECTORS[name] = Detector(name, kind, where, fn, (fn.__doc__ or "").strip())
+        return fn
+
+    return deco
+
+
+def get_detectors(names: Sequence[str] | None) -> list[Detector]:
+    if names is None:
+        return list(DETECTORS.values())
+    out = []
+    for name in names:
+        if name not in DETECTORS:
+            close = difflib.get_close_matches(name, DETECTORS, n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ConfigError(f"unknown flag detector {name!r}{hint}; known: {', '.join(DETECTORS)}")
+        out.append(DETECTORS[name])
+    return out
+
+
+# -- steps: SQL and Python agree (tests check) ------------------------------------------------
+
+STEPS_SQL = "(length({x}) - length(replace({x}, '=', '')))"
+REF_STEPS_SQL = STEPS_SQL.format(x="regexp_replace({x}, '<<[^>]*>>', '', 'g')")
+
+
+def steps(text: str) -> int:
+    """Reasoning steps of a text: its '=' signs (GSM8K's <<48/2=24>> calculator notes removed)."""
+    return re.sub(r"<<[^>]*>>", "", text).count("=")
+
+
+# -- detectors ---------------------------------------------------------------------------------
+
+@register("rare_success", kind="risk", where="status = 'correct' AND pass_rate <= {opts.rare_success_max_pass_rate}")
+def rare_success(row: dict, opts: FlagOptions) -> Hit | None:
+    """Correct in a group whose pass rate is at or below ``rare_success_max_pass_rate``.
+
+    Score: the GRPO group-normalised advantage this sample gets, sqrt((1 - p) / p) (sqrt(k - 1)
+    for one success in k): the amplification of a possibly lucky success.
+    """
+    adv = grpo_advantage(row["n_correct"], row["n"])
+    return Hit(adv, f"{row['n_correct']} of {row['n']} correct (pass rate {row['pass_rate']:.3f}): GRPO advantage {adv:.2f}")
+
+
+@register("truncated", kind="degeneracy", where="finish_reason = 'length'")
+def truncated(row: dict, opts: FlagOptions) -> Hit | None:
+    """Generation stopped at max_tokens (finish_reason = length). Score: tokens generated."""
+    return Hit(float(row["n_tokens"]), f"stopped at max_tokens after {row['n_tokens']} tokens ({row['status']})")
+
+
+_NUM = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
+
+
+def _number(text: str) -> float | None:
+    try:
+        v = float(text.replace(",", ""))
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+@register("answer_in_question", kind="shortcut",
+          where="status = 'correct' AND extracted IS NOT NULL AND regexp_matches(question, '[0-9]')")
+def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
+    """A correct final answer that is one of the numbers in the question (guessable by copying).
+
+    Score: 1 / (distinct numbers in the question), the chance of guessing it by copying one.
+    """
+    ans = _number(normalize_answer(row["extracted"]))
+    if ans is None:
+        return None
+    nums = [v for v in (_number(m) for m in _NUM.findall(row["question"])) if v is not None]
+    distinct = sorted(set(nums))
+    if ans not in distinct:
+        return None
+    shown = ", ".join(f"{v:g}" for v in distinct[:12])
+    return Hit(1.0 / len(distinct), f"answer {ans:g} is one of the question's numbers [{shown}]")
+
+
+@register("computation_skip", kind="shortcut", where="status = 'correct'")
+def computation_skip(row: dict, opts: FlagOptions) -> Hit | None:
+    """Correct with far fewer reasoning steps ('=' signs) than the problem needs.
+
+    Needed steps: the reference solution's, else the median of the group's correct samples
+    (when there are at least ``computation_skip_min_correct``). Fires below
+    ``computation_skip_ratio`` of it. Score: steps / needed.
+    """
+    need, basis = row.get("ref_steps"), "the reference solution"
+    if not need:
+        if row["n_correct"] < opts.computation_skip_min_correct or not row.get("median_correct_steps"):
+            return None
+        need, basis = row["median_correct_steps"], "the median correct sample"
+    have = row["steps"]
+    if have >= opts.computation_skip_ratio * need:
+        return None
+    return Hit(have / need, f"{have} steps where {basis} has {need:g}")
+
+
+@register("answer_repetition", kind="shortcut",
+          where="regexp_matches(completion, '(?is)((answer is|\\\\boxed|\\\\fbox|####).*){{{opts.answer_repetition_min}}}')"
+                " OR len(string_split(trim(regexp_replace(completion, '\\s*\\n\\s*', chr(10), 'g')), chr(10)))"
+                " - len(list_distinct(string_split(trim(regexp_replace(completion, '\\s*\\n\\s*', chr(10), 'g')), chr(10))))"
+                " >= {opts.line_repetition_min} - 1")
+def answer_repetition(row: dict, opts: FlagOptions) -> Hit | None:
+    """The final answer stated many times, or one line written many times.
+
+    Fires when the completion states the same final answer (box, '####' line, "the answer is")
+    at least ``answer_repetition_min`` times, or a line of 3+ characters appears
+    ``line_repetition_min`` times. Working that merely uses the number ("6 - 4 = 2") does not
+    count. Score: the count.
+    """
+    text = row["completion"]
+    stated = Counter(normalize_answer(c.answer) for c in candidates(text))
+    if stated:
+        ans, n = stated.most_common(1)[0]
+        if n >= opts.answer_repetition_min:
+            return Hit(float(n), f"final answer {ans!r} stated {n} times")
+    lines = Counter(ln.strip() for ln in text.split("\n") if len(ln.strip()) >= 3)
+    if lines:
+        line, n = lines.most_common(1)[0]
+        if n >= opts.line_repetition_min:
+            return Hit(float(n), f"line {line[:60]!r} written {n} times")
+    return None
+
+
+@register("repetition_loop", kind="degeneracy", where="length(completion) >= 6 * {opts.loop_min_words}")
+def repetition_loop(row: dict, opts: FlagOptions) -> Hit | None:
+    """The text loops: few distinct word 4-grams, or text that compresses to almost nothing.
+
+    Fires when distinct 4-grams / all 4-grams < ``loop_max_distinct_ratio`` (with at least
+    ``loop_min_words`` words), or zlib shrinks 200+ characters below 15 %. Score: 1 - distinct ratio.
+    """
+    text = row["completion"]
+    words = text.split()
+    if len(words) >= opts.loop_min_words:
+        grams = Counter(tuple(words[i:i + 4]) for i in range(len(words) - 3))
+        ratio = len(grams) / sum(grams.values())
+        if ratio < opts.loop_max_distinct_ratio:
+            gram, n = grams.most_common(1)[0]
+            return Hit(1 - ratio, f"{ratio:.0%} distinct 4-grams; {' '.join(gram)!r} x{n}")
+    if len(text) >= 200:
+        packed = len(zlib.compress(text.encode())) / len(text.encode())
+        if packed < 0.15:
+            return Hit(1 - packed, f"compresses to {packed:.0%} of {len(text)} characters")
+    return None
+
+
+@register("multiple_answers", kind="shortcut",
+          where=r"regexp_matches(completion, '(?is)(answer is|\\boxed|\\fbox|####).*(answer is|\\boxed|\\fbox|####)')")
+def multiple_answers(row: dict, opts: FlagOptions) -> Hit | None:
+    """Several different final answers (boxes, '####' lines, "the answer is" phrases): hedging.
+
+    Score: the number of distinct answers (normalised as the grader does).
+    """
+    seen: dict[str, str] = {}
+    for c in candidates(row["completion"]):
+        seen.setdefault(normalize_answer(c.answer), c.answer)
+    if len(seen) < 2:
+        return None
+    shown = ", ".join(repr(a) for a in list(seen.values())[:6])
+    return Hit(float(len(seen)), f"{len(seen)} different final answers: {shown}")
+
+
+# -- the runner --------------------------------------------------------------------------------
+
+SAMPLE_COLUMNS = ("problem_id", "policy_id", "sample_idx", "status", "extracted", "completion", "n_tokens",
+                  "finish_reason", "question", "n", "n_correct", "pass_rate", "steps", "ref_steps",
+                  "median_correct_steps")
+
+
+def candidate_sql(detectors: Sequence[Detector], opts: FlagOptions, *, source: str = "samples") -> str:
+    """One scan: every row that is a candidate of at least one detector, with a boolean column per detector."""
+    preds = [f"({d.where.format(opts=opts)})" for d in detectors]
+    marks = (f"coalesce({p}, false) AS \"c_{d.name}\"" for p, d in zip(preds, detectors, strict=True))
+    cols = ", ".join([*SAMPLE_COLUMNS, *marks])
+    return f"SELECT {cols} FROM {source} WHERE " + " OR ".join(preds)
+
+
+@dataclass
+class FlagCounts:
+    candidates: dict[str, int]
+    fired: dict[str, int]
+
+
+def run_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detector], opts: FlagOptions,
+                  *, counts: FlagCounts | None = None, on_batch: Callable[[int], None] | None = None
+                  ) -> Iterator[pa.RecordBatch]:
+    """Apply each detector to its candidate rows; yield ``flags`` record batches (one per input batch with hits)."""
+    sch = schema("flags").arrow
+    for batch in batches:
+        rows = batch.to_pylist()
+        out: dict[str, list] = {c: [] for c in sch.names}
+        for row in rows:
+            for d in detectors:
+                if not row[f"c_{d.name}"]:
+                    continue
+                if counts is not None:
+                    counts.candidates[d.name] = counts.candidates.get(d.name, 0) + 1
+                hit = d.detect(row, opts)
+                if hit is None:
+                    continue
+                if counts is not None:
+                    counts.fired[d.name] = counts.fired.get(d.name, 0) + 1
+                score = hit.score if hit.score is None or math.isfinite(hit.score) else None
+                for k, v in (("problem_id", row["problem_id"]), ("policy_id", row["policy_id"]),
+                             ("sample_idx", row["sample_idx"]), ("flag", d.name), ("score", score),
+                             ("evidence", hit.evidence)):
+                    out[k].append(v)
+        if on_batch:
+            on_batch(len(rows))
+        if out["flag"]:
+            yield pa.RecordBatch.from_pydict(out, schema=sch)

@@ -1,0 +1,88 @@
+"""Every flag detector on its golden cases (tests/data/flags_golden.yaml), firing and not firing.
+
+Each case goes through the detector's SQL candidate predicate in DuckDB (a firing case must be
+a candidate) and its Python check, so the two halves of a detector cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+import yaml
+
+from pipeline.annotate.flags import DETECTORS, SAMPLE_COLUMNS, FlagOptions, candidate_sql, get_detectors, run_detectors, steps
+from pipeline.config import ConfigError
+
+GOLDEN = yaml.safe_load((Path(__file__).parent / "data/flags_golden.yaml").read_text())
+CASES = GOLDEN["cases"]
+TYPES = {"sample_idx": pa.int64(), "n_tokens": pa.int64(), "n": pa.int64(), "n_correct": pa.int64(), "steps": pa.int64(),
+         "ref_steps": pa.int64(), "median_correct_steps": pa.float64(), "pass_rate": pa.float64()}
+
+
+def _row(case: dict) -> dict:
+    row = {**GOLDEN["defaults"], **case["row"]}
+    row["pass_rate"] = row["n_correct"] / row["n"]
+    return row
+
+
+def test_every_detector_has_golden_cases_both_ways():
+    for name in DETECTORS:
+        outcomes = {c["fires"] for c in CASES if c["detector"] == name}
+        assert outcomes == {True, False}, f"{name} needs golden cases that fire and that do not"
+
+
+IDS = [f"{c['detector']}-{'fires' if c['fires'] else 'quiet'}-{i}" for i, c in enumerate(CASES)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_golden(case):
+    row = _row(case)
+    det, opts = DETECTORS[case["detector"]], FlagOptions()
+    table = pa.table({c: pa.array([row[c]], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS})
+    con = duckdb.connect()
+    con.register("samples", table)
+    is_candidate = bool(con.execute(candidate_sql([det], opts)).fetchall())
+    hit = det.detect(row, opts) if is_candidate else None
+    assert (hit is not None) == case["fires"], (hit, is_candidate)
+    if hit is not None:
+        assert case.get("evidence", "") in hit.evidence
+        if "score" in case:
+            assert hit.score == pytest.approx(case["score"], abs=1e-4)
+    if case["fires"]:
+        assert steps(row["completion"]) == row["steps"] or case["detector"] != "computation_skip"
+
+
+def test_runner_counts_and_batches():
+    rows = [_row(c) for c in CASES]
+    cols = {c: pa.array([r[c] for r in rows], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}
+    con = duckdb.connect()
+    con.register("samples", pa.table(cols))
+    dets, opts = get_detectors(None), FlagOptions()
+    from pipeline.annotate.flags import FlagCounts
+
+    counts = FlagCounts({}, {})
+    batches = con.sql(candidate_sql(dets, opts)).to_arrow_reader(7)
+    hits = pa.Table.from_batches(list(run_detectors(batches, dets, opts, counts=counts)))
+    assert hits.schema.names == ["problem_id", "policy_id", "sample_idx", "flag", "score", "evidence"]
+    for name in DETECTORS:
+        assert counts.fired.get(name, 0) >= sum(1 for c in CASES if c["detector"] == name and c["fires"])
+        assert counts.candidates[name] >= counts.fired.get(name, 0)
+
+
+def test_steps_sql_matches_python():
+    from pipeline.annotate.flags import REF_STEPS_SQL, STEPS_SQL
+
+    texts = ["48/2 = <<48/2=24>>24 clips. 48 + 24 = <<48+24=72>>72\n#### 72", "a = b = c", "no steps", ""]
+    con = duckdb.connect()
+    for t in texts:
+        sql_steps = con.execute(f"SELECT {REF_STEPS_SQL.format(x='$1')}, {STEPS_SQL.format(x='$1')}", [t]).fetchone()
+        assert sql_steps[0] == steps(t)
+    assert steps(texts[0]) == 2 and steps(texts[1]) == 2
+
+
+def test_unknown_detector():
+    with pytest.raises(ConfigError, match="did you mean rare_success"):
+        get_detectors(["rare_sucess"])
