@@ -440,3 +440,18 @@ def test_cli_help():
     for name in ("reformulate", "reformulate-report"):
         res = runner.invoke(cli, [name, "--help"])
         assert res.exit_code == 0 and "reformulat" in res.output
+
+
+def test_report_counts_every_reject_not_every_reason(tmp_path):
+    from pipeline.config import load_params
+    from pipeline.reformulate.report import report
+
+    params = load_params(write_params(tmp_path, methods=("fobar",)))
+    rows = [{"stage": "reformulate", "source": "fobar", "source_id": f"p{i}", "reason": reason, "detail": None,
+             "excerpt": None} for i, reason in enumerate(["single_number", "single_number", "no_number"])]
+    rows.append({"stage": "ingest", "source": "gsm8k", "source_id": "x:1", "reason": "malformed_json", "detail": None,
+                 "excerpt": None})
+    write_table(schema("rejects").from_rows(rows), tmp_path / "data/reformulated/rejects/reformulate.parquet", name="rejects")
+    data = report(params, root=tmp_path)
+    assert data == {"fobar": {"parents_tried": 3, "reformulations": 0, "rejected": 3,
+                              "reject_reasons": {"no_number": 1, "single_number": 2}, "policies": {}}}

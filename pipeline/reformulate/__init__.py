@@ -150,6 +150,7 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True,
         print(f"reformulate: {len(parents)} hard parents x {len(methods)} methods", file=sys.stderr)
     result = reformulate(parents, methods, existing_ids=set(problems.column("problem_id").to_pylist()))
     replace_dir(out.dir("problems", root), [("part-0", result.problems)], name="problems")
+    generations_dir(params, root).mkdir(parents=True, exist_ok=True)  # a DVC output even when llm_backward is off
     replace_dir(out.dir("rejects", root), [("reformulate", result.rejects)], name="rejects")
     metrics = {**result.metrics(), "policies": dict(zip(names, policy_ids, strict=True)),
                "seconds": round(time.perf_counter() - t0, 3)}

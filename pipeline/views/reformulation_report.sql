@@ -17,7 +17,7 @@ made AS (
     SELECT method, count(*) AS reformulations FROM children GROUP BY method
 ),
 reasons AS (
-    SELECT method, count(*) AS rejected, map(list(reason ORDER BY reason), list(n ORDER BY reason)) AS reject_reasons
+    SELECT method, sum(n)::BIGINT AS rejected, map(list(reason ORDER BY reason), list(n ORDER BY reason)) AS reject_reasons
     FROM (SELECT method, reason, count(*) AS n FROM rejected GROUP BY ALL)
     GROUP BY method
 ),
