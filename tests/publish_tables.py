@@ -1,8 +1,8 @@
 """Tiny tables for the publish tests: a repository folder with its own params.yaml.
 
 Main set: 12 problems from four sources (synthetic, gsm8k train/test, math), 11 measured by the
-primary policy (one left unmeasured) and 5 also by a second policy; reformulated set: 2 rewrites
-of hard items. Bands under the primary policy (k = 8):
+primary policy (one left unmeasured) and 5 also by a second policy; reformulated set: 3 rewrites
+of hard items, 2 measured. Bands under the primary policy (k = 8):
 
     train: too_easy 2, learnable 3, too_hard 2, unsolved 2     test: learnable 1, too_easy 1
 """
@@ -44,6 +44,7 @@ MAIN = [
 REFORM = [  # problem_id, parent_id, method, question, answer, n_correct
     ("p_00000000000000r1", "p_0000000000000007", "fobar", "Tom reads X pages a day for 6 days: 30 pages. X?", "5", 3),
     ("p_00000000000000r2", "p_000000000000000b", "hint_prefix", "Hint: divide by 2. Find $x$ if $2x = 10$.", "5", 6),
+    ("p_00000000000000r3", "p_000000000000000a", "fobar", "Find X if 1/2 + X = 3/4.", "\\frac{1}{4}", None),
 ]
 OTHER_MEASURED = {"p_0000000000000003": 8, "p_0000000000000005": 6, "p_0000000000000006": 4,
                   "p_0000000000000007": 2, "p_000000000000000b": 1}
@@ -130,7 +131,7 @@ def make_repo(root: Path, **publish) -> Path:
     write_table(schema("difficulty").from_rows(diff), root / "data/difficulty/part-0.parquet", name="difficulty")
     write_table(schema("policies").from_rows(pols), root / "data/policies/part-0.parquet", name="policies")
     rp = [problem_row(pid, method, None, q, a, parent=parent, method=method) for pid, parent, method, q, a, _ in REFORM]
-    rd = [difficulty_row(pid, PRIMARY_ID, c) for pid, *_, c in REFORM]
+    rd = [difficulty_row(pid, PRIMARY_ID, c) for pid, *_, c in REFORM if c is not None]
     base = root / "data/reformulated"
     write_table(schema("problems").from_rows(rp), base / "problems/part-0.parquet", name="problems")
     write_table(schema("difficulty").from_rows(rd), base / "difficulty/part-0.parquet", name="difficulty")

@@ -271,6 +271,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
         "rows": {c: dataset.rows(c) for c in dataset.configs},
         "bands": dataset.band_counts(DEFAULT_CONFIG),
         "unmeasured": dataset.unmeasured,
+        "unmeasured_reformulated": dataset.unmeasured_reformulated,
     }
     put_bytes(BUILD_FILE, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
     return sorted(written)

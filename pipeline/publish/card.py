@@ -263,7 +263,8 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
                                             for c in dataset.configs]),
         "",
         "Splits follow the sources' own splits (`train`, `test`), so test items never land in a train split.",
-        f"Not published: {dataset.unmeasured} problems the primary policy has no measurement for"
+        f"Not published: {dataset.unmeasured} problems and {dataset.unmeasured_reformulated} reformulations the primary "
+        "policy has no measurement for"
         + (", and measured items in bands left out by publish.bands: "
            + ", ".join(f"{b} {n}" for b, n in sorted(dataset.dropped_bands.items())) if dataset.dropped_bands else "")
         + ".",

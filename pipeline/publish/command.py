@@ -33,8 +33,9 @@ def command(*, params, root) -> None:
     for config in ds.configs:
         splits = ", ".join(f"{s} {t.num_rows}" for s, t in ds.configs[config].items())
         click.echo(f"  {config}: {ds.rows(config)} rows ({splits})")
-    if ds.unmeasured:
-        click.echo(f"  not published: {ds.unmeasured} problems without a measurement by the primary policy")
+    if ds.unmeasured or ds.unmeasured_reformulated:
+        click.echo(f"  not published: {ds.unmeasured} problems and {ds.unmeasured_reformulated} reformulations "
+                   "without a measurement by the primary policy")
     cfg = "learnable" if "learnable" in ds.configs else "default"
     click.echo("load it:")
     click.echo(f'  python -c \'import datasets; print(datasets.load_dataset("{folder}", "{cfg}"))\'')

@@ -109,6 +109,7 @@ class Dataset:
     policies: list[dict[str, Any]]  # every policy with measurements, by name
     configs: dict[str, dict[str, pa.Table]]  # config -> Hub split -> rows (SCHEMA)
     unmeasured: int  # main problems the primary policy has no difficulty for
+    unmeasured_reformulated: int = 0  # reformulations not (yet) measured by the primary policy
     dropped_bands: dict[str, int] = field(default_factory=dict)  # measured but band not kept
     verifier_ids: list[str] = field(default_factory=list)
 
@@ -204,15 +205,19 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
 
     dropped: Counter[str] = Counter()
     unmeasured = 0
+    unmeasured_reform = 0
 
     def make_rows(problems: dict[str, dict], *, reformulated: bool) -> list[dict[str, Any]]:
-        nonlocal unmeasured
+        nonlocal unmeasured, unmeasured_reform
         out = []
         for pid in sorted(problems):
             p = problems[pid]
             mine = primary_of.get(pid)
             if mine is None:
-                unmeasured += 0 if reformulated else 1
+                if reformulated:
+                    unmeasured_reform += 1
+                else:
+                    unmeasured += 1
                 continue
             if mine["band"] not in spec.bands:
                 dropped[mine["band"]] += 0 if reformulated else 1
@@ -267,6 +272,7 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
         policies=[p for p in policies if p["policy_id"] in measured_ids],
         configs=configs,
         unmeasured=unmeasured,
+        unmeasured_reformulated=unmeasured_reform,
         dropped_bands=dict(dropped),
         verifier_ids=verifiers,
     )
