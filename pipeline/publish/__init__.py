@@ -257,6 +257,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
     spec = card_mod.CardSpec(
         repo_id=cfg.repo_id, pretty_name=cfg.pretty_name, tags=tuple(cfg.tags),
         learnable_min=params.annotate.bands.learnable_min, learnable_max=params.annotate.bands.learnable_max,
+        unsolved_max=params.annotate.bands.unsolved_max,
         prompt_template=template_label, source_licenses=tuple(rows),
     )
     put_bytes(card_mod.HISTOGRAM, card_mod.histogram_png(dataset, spec=spec))

@@ -44,6 +44,7 @@ class CardSpec:
     tags: tuple[str, ...]
     learnable_min: float
     learnable_max: float
+    unsolved_max: float
     prompt_template: str  # the template the `prompt` column is rendered with (name v version)
     source_licenses: tuple[tuple[str, str, str, int, str | None], ...]  # (source, kind, license, items, license file)
 
@@ -282,8 +283,11 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
                     f"{q['prompt_template']} v{q['prompt_version']}"] for q in others]), ""] if others else []),
         "## Bands",
         "",
-        f"`unsolved`: no correct rollout; `too_hard`: pass rate < {spec.learnable_min}; `learnable`: "
-        f"{spec.learnable_min} ≤ pass rate ≤ {spec.learnable_max}; `too_easy`: pass rate > {spec.learnable_max}.",
+        f"An item's band is that of its observed pass rate: `unsolved` no correct rollout; `too_hard` below "
+        f"{spec.learnable_min}; `learnable` {spec.learnable_min} to {spec.learnable_max}; `too_easy` above {spec.learnable_max}.",
+        "`band_confidence` is the posterior probability (Jeffreys prior) that the *true* pass rate lies in the band's range:",
+        f"unsolved [0, {spec.unsolved_max}), too_hard [{spec.unsolved_max}, {spec.learnable_min}), learnable "
+        f"[{spec.learnable_min}, {spec.learnable_max}], too_easy ({spec.learnable_max}, 1].",
         "Items per band under the primary policy:",
         "",
         _counts_section(dataset),
