@@ -66,7 +66,7 @@ def test_runner_counts_and_batches():
     counts = FlagCounts({}, {})
     batches = con.sql(candidate_sql(dets, opts)).to_arrow_reader(7)
     hits = pa.Table.from_batches(list(run_detectors(batches, dets, opts, counts=counts)))
-    assert hits.schema.names == ["problem_id", "policy_id", "sample_idx", "flag", "score", "evidence"]
+    assert hits.schema.names == ["problem_id", "policy_id", "sample_idx", "flag", "score", "evidence", "correct"]
     for name in DETECTORS:
         assert counts.fired.get(name, 0) >= sum(1 for c in CASES if c["detector"] == name and c["fires"])
         assert counts.candidates[name] >= counts.fired.get(name, 0)

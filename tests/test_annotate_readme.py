@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 def readme_queries() -> list[str]:
     text = (REPO / "README.md").read_text()
     out = [b.strip() for b in re.findall(r"```sql\n(.*?)```", text, flags=re.S)]
-    for line in re.findall(r"^passband sql (.+)$", text, flags=re.M):
-        out.append(shlex.split(line)[0])
+    for quoted in re.findall(r'^passband sql ("(?:[^"\\]|\\.)*")', text, flags=re.M | re.S):
+        out.append(shlex.split(quoted)[0])  # a command may span lines
     return out
 
 

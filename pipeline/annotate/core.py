@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from pipeline.annotate.bands import assign_band, band_confidence
 from pipeline.annotate.flags import (
+    HITS_SCHEMA,
     REF_STEPS_SQL,
     STEPS_SQL,
     Detector,
@@ -36,9 +37,6 @@ from pipeline.annotate.flags import (
 from pipeline.annotate.stats import group_stats
 from pipeline.config import AnnotateConfig, parse_options
 from pipeline.schema import schema
-
-# the hits the runner yields, plus whether the flagged rollout was correct (for flagged_correct_rate)
-HITS_SCHEMA = schema("flags").arrow.append(pa.field("correct", pa.bool_(), nullable=False))
 
 
 def _q(text: str) -> str:
@@ -133,21 +131,8 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 65_536,
     """Stream the candidate rows through the detectors; yield hit batches (``HITS_SCHEMA``)."""
     if not ann.detectors:
         return
-    sql = candidate_sql(ann.detectors, ann.opts)
-    reader = ann.con.sql(sql).to_arrow_reader(batch_rows)
-    status_of: dict[tuple, bool] = {}
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for b in reader:
-            keys = zip(*(b.column(k).to_pylist() for k in ("problem_id", "policy_id", "sample_idx", "status")), strict=True)
-            status_of.clear()
-            status_of.update({(p, q, s): st == "correct" for p, q, s, st in keys})
-            yield b
-
-    for hits in run_detectors(batches(), ann.detectors, ann.opts, counts=ann.counts, on_batch=on_batch):
-        correct = [status_of[k] for k in zip(*(hits.column(c).to_pylist() for c in ("problem_id", "policy_id", "sample_idx")),
-                                             strict=True)]
-        yield pa.RecordBatch.from_arrays([*hits.columns, pa.array(correct, pa.bool_())], schema=HITS_SCHEMA)
+    reader = ann.con.sql(candidate_sql(ann.detectors, ann.opts)).to_arrow_reader(batch_rows)
+    yield from run_detectors(reader, ann.detectors, ann.opts, counts=ann.counts, on_batch=on_batch)
 
 
 def difficulty_sql(ann: Annotation, *, hits: str) -> str:

@@ -143,7 +143,9 @@ def _number(text: str) -> float | None:
 
 
 @register("answer_in_question", kind="shortcut",
-          where="status = 'correct' AND extracted IS NOT NULL AND regexp_matches(question, '[0-9]')")
+          where="status = 'correct' AND extracted IS NOT NULL AND list_contains(list_transform("
+                "regexp_extract_all(question, '-?[0-9][0-9,]*(?:\\.[0-9]+)?'), lambda x: replace(x, ',', '')), "
+                "regexp_replace(replace(extracted, ',', ''), '^[\\s$]+|[\\s$.]+$', '', 'g'))")
 def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
     """A correct final answer that is one of the numbers in the question (guessable by copying).
 
@@ -160,7 +162,11 @@ def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
     return Hit(1.0 / len(distinct), f"answer {ans:g} is one of the question's numbers [{shown}]")
 
 
-@register("computation_skip", kind="shortcut", where="status = 'correct'")
+@register("computation_skip", kind="shortcut",
+          where="status = 'correct' AND CASE WHEN coalesce(ref_steps, 0) > 0"
+                " THEN steps < {opts.computation_skip_ratio} * ref_steps"
+                " ELSE n_correct >= {opts.computation_skip_min_correct}"
+                " AND steps < {opts.computation_skip_ratio} * median_correct_steps END")
 def computation_skip(row: dict, opts: FlagOptions) -> Hit | None:
     """Correct with far fewer reasoning steps ('=' signs) than the problem needs.
 
@@ -179,11 +185,14 @@ def computation_skip(row: dict, opts: FlagOptions) -> Hit | None:
     return Hit(have / need, f"{have} steps where {basis} has {need:g}")
 
 
+def _count_sql(needle: str) -> str:
+    return f"(length(completion) - length(replace(completion, '{needle}', ''))) // {len(needle)}"
+
+
 @register("answer_repetition", kind="shortcut",
-          where="regexp_matches(completion, '(?is)((answer is|\\\\boxed|\\\\fbox|####).*){{{opts.answer_repetition_min}}}')"
-                " OR len(string_split(trim(regexp_replace(completion, '\\s*\\n\\s*', chr(10), 'g')), chr(10)))"
-                " - len(list_distinct(string_split(trim(regexp_replace(completion, '\\s*\\n\\s*', chr(10), 'g')), chr(10))))"
-                " >= {opts.line_repetition_min} - 1")
+          where=f"{_count_sql('nswer is')} + {_count_sql(chr(92) + 'boxed')} + {_count_sql('####')}"
+                " >= {opts.answer_repetition_min}"
+                " OR length(completion) - length(replace(completion, chr(10), '')) >= {opts.line_repetition_min} - 1")
 def answer_repetition(row: dict, opts: FlagOptions) -> Hit | None:
     """The final answer stated many times, or one line written many times.
 
@@ -246,6 +255,9 @@ def multiple_answers(row: dict, opts: FlagOptions) -> Hit | None:
 
 # -- the runner --------------------------------------------------------------------------------
 
+# the hits the runner yields: the flags table's columns, plus whether the flagged rollout was correct
+HITS_SCHEMA = schema("flags").arrow.append(pa.field("correct", pa.bool_(), nullable=False))
+
 SAMPLE_COLUMNS = ("problem_id", "policy_id", "sample_idx", "status", "extracted", "completion", "n_tokens",
                   "finish_reason", "question", "n", "n_correct", "pass_rate", "steps", "ref_steps",
                   "median_correct_steps")
@@ -268,8 +280,8 @@ class FlagCounts:
 def run_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detector], opts: FlagOptions,
                   *, counts: FlagCounts | None = None, on_batch: Callable[[int], None] | None = None
                   ) -> Iterator[pa.RecordBatch]:
-    """Apply each detector to its candidate rows; yield ``flags`` record batches (one per input batch with hits)."""
-    sch = schema("flags").arrow
+    """Apply each detector to its candidate rows; yield hit batches (``flags`` columns plus ``correct``, one per input batch)."""
+    sch = HITS_SCHEMA
     for batch in batches:
         rows = batch.to_pylist()
         out: dict[str, list] = {c: [] for c in sch.names}
@@ -287,7 +299,7 @@ def run_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detecto
                 score = hit.score if hit.score is None or math.isfinite(hit.score) else None
                 for k, v in (("problem_id", row["problem_id"]), ("policy_id", row["policy_id"]),
                              ("sample_idx", row["sample_idx"]), ("flag", d.name), ("score", score),
-                             ("evidence", hit.evidence)):
+                             ("evidence", hit.evidence), ("correct", row["status"] == "correct")):
                     out[k].append(v)
         if on_batch:
             on_batch(len(rows))
