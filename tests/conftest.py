@@ -40,3 +40,27 @@ def vllm_engine(embedded_model_dir):
     engine.start()
     yield engine
     engine.close()
+
+
+# --- verify / annotate: stage runs on the session engine ------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def shared_engine_factory(vllm_engine, embedded_model_dir):
+    """An ``engine_factory`` for ``pipeline.rollout.run`` that hands out the session's vLLM engine (never closing it)."""
+
+    class Shared:
+        def __call__(self, name, model, options, root):
+            assert name == "vllm" and model.path == str(embedded_model_dir)
+            return self
+
+        def start(self):
+            return 0.0
+
+        def close(self):
+            pass
+
+        def __getattr__(self, attr):
+            return getattr(vllm_engine, attr)
+
+    return Shared()

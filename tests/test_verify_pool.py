@@ -96,3 +96,16 @@ def test_answer_cap():
     res = verify(rows, probs, config=VerifyConfig(workers=1, max_answer_chars=20))
     v = res.verdicts.to_pylist()[0]
     assert v["status"] == "no_answer" and len(v["extracted"]) == 20 and "cap 20" in v["detail"]
+
+
+def test_a_worker_that_died_while_idle_is_replaced():
+    import os
+    import signal
+
+    with GradePool(workers=1, timeout_s=10, memory_mb=1024) as pool:
+        assert pool.map([("1", "1")]) == [Grade("correct")]
+        victim = pool._slots[0].proc
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(5)
+        assert pool.map([("2", "2"), ("2", "3")]) == [Grade("correct"), Grade("incorrect")]
+        assert pool.restarts == 1

@@ -201,13 +201,21 @@ class GradePool:
 
         while remaining:
             now = time.monotonic()
-            for s in self._slots:  # keep every worker two batches deep
+            for k in range(len(self._slots)):  # keep every worker two batches deep
+                s = self._slots[k]
                 while queue and len(s.inflight) < 2 * self.batch_size:
                     batch = [queue.popleft() for _ in range(min(self.batch_size, len(queue)))]
+                    try:
+                        s.conn.send([(i, *pairs[i]) for i in batch])
+                    except OSError:  # it died while idle: nothing of ours was running; start another
+                        queue.extendleft(reversed(batch))
+                        self._kill(s)
+                        s = self._slots[k] = self._spawn()
+                        self.restarts += 1
+                        continue
                     if not s.inflight:
                         s.since, s.check_at = now, now + self.timeout_s
                     s.inflight.extend(batch)
-                    s.conn.send([(i, *pairs[i]) for i in batch])
             busy = [s for s in self._slots if s.inflight]
             wait = max(0.0, min(s.check_at for s in busy) - now)
             ready = set(mpc.wait([s.conn for s in busy], timeout=wait))
