@@ -86,3 +86,20 @@ def test_steps_sql_matches_python():
 def test_unknown_detector():
     with pytest.raises(ConfigError, match="did you mean rare_success"):
         get_detectors(["rare_sucess"])
+
+
+@pytest.mark.parametrize("name", [n for n, d in DETECTORS.items() if d.sql_only])
+def test_sql_only_detectors_agree_with_their_python_reference(name):
+    from pipeline.annotate.flags import sql_hits_sql
+
+    det, opts = DETECTORS[name], FlagOptions()
+    cases = [_row(c) for c in CASES if c["detector"] == name and c["fires"]]
+    assert cases
+    con = duckdb.connect()
+    con.register("samples", pa.table({c: pa.array([r[c] for r in cases], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}))
+    con.execute(f"CREATE TABLE _cand AS {candidate_sql([det], opts)}")
+    got = con.execute(sql_hits_sql([det], opts, source="_cand") + " ORDER BY evidence").fetchall()
+    want = sorted((det.detect(r, opts) for r in cases), key=lambda h: h.evidence)
+    assert len(got) == len(want)
+    for g, hit in zip(got, want, strict=True):
+        assert g[3] == name and g[4] == pytest.approx(hit.score) and g[5] == hit.evidence

@@ -16,6 +16,7 @@ Steps: :func:`prepare` (group counts, the ``samples`` view), :func:`flag_batches
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ from pipeline.annotate.flags import (
     candidate_sql,
     get_detectors,
     run_detectors,
+    sql_hits_sql,
 )
 from pipeline.annotate.stats import group_stats
 from pipeline.config import AnnotateConfig, parse_options
@@ -126,13 +128,25 @@ def _lut(pairs: Sequence[tuple[int, int]], config: AnnotateConfig) -> pa.Table:
     return pa.table(cols, schema=pa.schema(fields))
 
 
-def flag_batches(ann: Annotation, *, batch_rows: int = 65_536,
+def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
                  on_batch: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
     """Stream the candidate rows through the detectors; yield hit batches (``HITS_SCHEMA``)."""
     if not ann.detectors:
         return
-    reader = ann.con.sql(candidate_sql(ann.detectors, ann.opts)).to_arrow_reader(batch_rows)
-    yield from run_detectors(reader, ann.detectors, ann.opts, counts=ann.counts, on_batch=on_batch)
+    # one scan of the big join: every candidate row, with a mark per detector (a small temp table)
+    ann.con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {candidate_sql(ann.detectors, ann.opts)}")
+    sql_dets = [d for d in ann.detectors if d.sql_only]
+    py_dets = [d for d in ann.detectors if not d.sql_only]
+    if sql_dets:  # DuckDB writes these hits itself: no row goes through Python
+        for batch in ann.con.sql(sql_hits_sql(sql_dets, ann.opts, source="_cand")).to_arrow_reader(batch_rows):
+            for name, n in Counter(batch.column("flag").to_pylist()).items():
+                ann.counts.candidates[name] = ann.counts.candidates.get(name, 0) + n
+                ann.counts.fired[name] = ann.counts.fired.get(name, 0) + n
+            yield pa.RecordBatch.from_arrays(batch.columns, schema=HITS_SCHEMA)
+    if py_dets:
+        where = " OR ".join(f'"c_{d.name}"' for d in py_dets)
+        reader = ann.con.sql(f"SELECT * FROM _cand WHERE {where}").to_arrow_reader(batch_rows)
+        yield from run_detectors(reader, py_dets, ann.opts, counts=ann.counts, on_batch=on_batch)
 
 
 def difficulty_sql(ann: Annotation, *, hits: str) -> str:

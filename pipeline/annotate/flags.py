@@ -72,17 +72,25 @@ class Detector:
     where: str  # SQL predicate over `samples`; may use {opts.<field>}
     detect: Callable[[dict, FlagOptions], Hit | None]
     doc: str
+    # optional: the same decision as SQL expressions over `samples`; then the runner lets DuckDB write the
+    # hits (no row reaches Python) and `detect` is the reference the tests compare the SQL with
+    score_sql: str | None = None
+    evidence_sql: str | None = None
+
+    @property
+    def sql_only(self) -> bool:
+        return self.score_sql is not None and self.evidence_sql is not None
 
 
 DETECTORS: dict[str, Detector] = {}
 
 
-def register(name: str, *, kind: str, where: str) -> Callable:
+def register(name: str, *, kind: str, where: str, score_sql: str | None = None, evidence_sql: str | None = None) -> Callable:
     if kind not in KINDS:
         raise ValueError(f"unknown detector kind {kind!r}; known: {KINDS}")
 
     def deco(fn: Callable[[dict, FlagOptions], Hit | None]) -> Callable:
-        DETECTORS[name] = Detector(name, kind, where, fn, (fn.__doc__ or "").strip())
+        DETECTORS[name] = Detector(name, kind, where, fn, (fn.__doc__ or "").strip(), score_sql, evidence_sql)
         return fn
 
     return deco
@@ -114,7 +122,10 @@ def steps(text: str) -> int:
 
 # -- detectors ---------------------------------------------------------------------------------
 
-@register("rare_success", kind="risk", where="status = 'correct' AND pass_rate <= {opts.rare_success_max_pass_rate}")
+@register("rare_success", kind="risk", where="status = 'correct' AND pass_rate <= {opts.rare_success_max_pass_rate}",
+          score_sql="sqrt((1 - pass_rate) / pass_rate)",
+          evidence_sql="format('{{}} of {{}} correct (pass rate {{:.3f}}): GRPO advantage {{:.2f}}', n_correct, n, pass_rate,"
+                       " sqrt((1 - pass_rate) / pass_rate))")
 def rare_success(row: dict, opts: FlagOptions) -> Hit | None:
     """Correct in a group whose pass rate is at or below ``rare_success_max_pass_rate``.
 
@@ -125,7 +136,8 @@ def rare_success(row: dict, opts: FlagOptions) -> Hit | None:
     return Hit(adv, f"{row['n_correct']} of {row['n']} correct (pass rate {row['pass_rate']:.3f}): GRPO advantage {adv:.2f}")
 
 
-@register("truncated", kind="degeneracy", where="finish_reason = 'length'")
+@register("truncated", kind="degeneracy", where="finish_reason = 'length'", score_sql="n_tokens::DOUBLE",
+          evidence_sql="format('stopped at max_tokens after {{}} tokens ({{}})', n_tokens, status)")
 def truncated(row: dict, opts: FlagOptions) -> Hit | None:
     """Generation stopped at max_tokens (finish_reason = length). Score: tokens generated."""
     return Hit(float(row["n_tokens"]), f"stopped at max_tokens after {row['n_tokens']} tokens ({row['status']})")
@@ -269,6 +281,14 @@ def candidate_sql(detectors: Sequence[Detector], opts: FlagOptions, *, source: s
     marks = (f"coalesce({p}, false) AS \"c_{d.name}\"" for p, d in zip(preds, detectors, strict=True))
     cols = ", ".join([*SAMPLE_COLUMNS, *marks])
     return f"SELECT {cols} FROM {source} WHERE " + " OR ".join(preds)
+
+
+def sql_hits_sql(detectors: Sequence[Detector], opts: FlagOptions, *, source: str) -> str:
+    """The hits of the SQL-only detectors, as one UNION ALL over ``source`` (HITS_SCHEMA columns)."""
+    parts = [f"SELECT problem_id, policy_id, sample_idx, '{d.name}' AS flag, ({d.score_sql.format(opts=opts)})::DOUBLE AS score, "
+             f"{d.evidence_sql.format(opts=opts)} AS evidence, status = 'correct' AS correct "
+             f"FROM {source} WHERE \"c_{d.name}\"" for d in detectors if d.sql_only]
+    return " UNION ALL ".join(parts)
 
 
 @dataclass
