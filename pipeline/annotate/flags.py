@@ -155,7 +155,10 @@ def _number(text: str) -> float | None:
 
 
 @register("answer_in_question", kind="shortcut",
-          where="status = 'correct' AND extracted IS NOT NULL AND list_contains(list_transform("
+          where="status = 'correct' AND extracted IS NOT NULL"
+                " AND contains(replace(question, ',', ''),"
+                " regexp_replace(replace(extracted, ',', ''), '^[\\s$]+|[\\s$.]+$', '', 'g'))"
+                " AND list_contains(list_transform("
                 "regexp_extract_all(question, '-?[0-9][0-9,]*(?:\\.[0-9]+)?'), lambda x: replace(x, ',', '')), "
                 "regexp_replace(replace(extracted, ',', ''), '^[\\s$]+|[\\s$.]+$', '', 'g'))")
 def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
