@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,20 +23,25 @@ from pipeline.schema import schema
 SHARD_GLOB = "*.parquet"
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+def _atomic(path: str | Path, write: Callable[[str], None]) -> Path:
+    """Call ``write(tmp)`` on a temp name in ``path``'s folder, fsync it, rename it to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        write(tmp)
+        with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    return _atomic(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -49,20 +54,8 @@ def write_json(path: str | Path, obj) -> Path:
 
 def write_table(table: pa.Table, path: str | Path, *, name: str) -> Path:
     """Validate ``table`` against table ``name`` and write it atomically to ``path``."""
-    path = Path(path)
     table = schema(name).validate(table, where=str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
 def shard_paths(directory: str | Path) -> list[Path]:
