@@ -97,10 +97,13 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
                CASE WHEN solution IS NULL THEN NULL ELSE {REF_STEPS_SQL.format(x='solution')} END AS ref_steps
         FROM problems WHERE problem_id IN (SELECT DISTINCT problem_id FROM _groups)""")
     steps = STEPS_SQL.format(x="r.completion")
+    # the median steps of correct samples, only for problems without a usable reference solution (skipped, with
+    # its scan of the rollouts, when every problem has one)
+    no_ref = con.execute("SELECT count(*) FROM _problems WHERE coalesce(ref_steps, 0) = 0").fetchone()[0]
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _median AS
         SELECT v.problem_id, v.policy_id, median({steps}) AS median_correct_steps
         FROM _v v JOIN rollouts r USING (problem_id, policy_id, sample_idx)
-        WHERE v.status = 'correct'
+        WHERE {'true' if no_ref else 'false'} AND v.status = 'correct'
           AND v.problem_id IN (SELECT problem_id FROM _problems WHERE coalesce(ref_steps, 0) = 0)
         GROUP BY ALL""")
     con.execute(f"""CREATE OR REPLACE TEMP VIEW samples AS
