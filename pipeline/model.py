@@ -37,12 +37,9 @@ def find_embedded_gguf(*, package: str = EMBEDDED_PACKAGE) -> Path:
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddedModelError(
-            f"the embedded model needs the Python package {package!r}, which is not installed; "
-            f"install it with: {INSTALL_HINT}"
+            f"the embedded model needs the Python package {package!r}, which is not installed; install it with: {INSTALL_HINT}"
         )
-    found = sorted(
-        p for loc in spec.submodule_search_locations for p in Path(loc).glob("*.gguf") if p.is_file()
-    )
+    found = sorted(p for loc in spec.submodule_search_locations for p in Path(loc).glob("*.gguf") if p.is_file())
     if not found:
         locations = ", ".join(spec.submodule_search_locations)
         raise EmbeddedModelError(
@@ -137,12 +134,23 @@ def _write_checkpoint(gguf_path: Path, dest: Path) -> None:
 
 def _relax_permissions(path: Path) -> None:
     """mkdtemp (and some writers) create owner-only modes; give the checkpoint the umask's."""
-    umask = os.umask(0)
-    os.umask(umask)
+    umask = _current_umask()
     path.chmod(0o777 & ~umask)
     for child in path.iterdir():
         if child.is_file():
             child.chmod(0o666 & ~umask)
+
+
+def _current_umask() -> int:
+    try:  # read without changing it (os.umask would, briefly, for every thread)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def _replace_dir(new: Path, target: Path) -> None:
