@@ -137,9 +137,9 @@ def test_timeout_is_retried():
 
 def test_concurrency_is_bounded():
     reqs = [Request(f"r{i}", Prompt(text="x"), seeds=tuple(range(4)), sampling=SAMPLING) for i in range(6)]
-    with Server(delay_s=0.05) as srv, engine(srv.url, concurrency=3) as eng:
+    with Server(delay_s=0.2) as srv, engine(srv.url, concurrency=3) as eng:
         out = eng.generate(reqs)
-    assert len(out) == 24 and srv.max_active == 3
+    assert len(out) == 24 and 1 < srv.max_active <= 3  # never more than the bound (exactly 3 unless the box is loaded)
 
 
 def test_start_checks_the_served_model_and_waits_for_the_server():
