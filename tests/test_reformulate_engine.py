@@ -1,0 +1,133 @@
+"""The reformulation loop end to end on the real vLLM engine and the embedded SmolLM2-135M.
+
+Hard items in (synthetic problems measured for real: rollout, verify, annotate on the main set),
+reformulations made (fobar, hint_prefix, and llm_backward written by the same engine), rolled
+out, verified and annotated for the same policy as the reformulated set, report produced; then
+a re-run generates nothing. Marked `engine`; on a shared machine:
+
+    flock /tmp/passband-engine.lock .venv/bin/pytest -m engine tests/test_reformulate_engine.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+
+from pipeline.config import load_params
+from pipeline.io import read_table
+
+pytestmark = pytest.mark.engine
+
+
+class Shared:
+    """The session's started engine, lent to a stage: the stage's start/close do not stop it."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def start(self) -> float:
+        return 0.0
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def test_reformulation_loop_on_the_real_engine(tmp_path, vllm_engine, embedded_model_dir):
+    from pipeline.annotate import run as annotate
+    from pipeline.ingest import run as ingest
+    from pipeline.reformulate import generations_dir
+    from pipeline.reformulate import run as reformulate
+    from pipeline.reformulate.report import write_report
+    from pipeline.rollout import run as rollout
+    from pipeline.verify import run as verify
+
+    (tmp_path / "data" / "models").mkdir(parents=True)
+    os.symlink(embedded_model_dir, tmp_path / "data" / "models" / embedded_model_dir.name)
+    raw = {
+        "ingest": {"sources": [{"name": "synthetic", "kind": "synthetic", "split": "train",
+                                "options": {"n_per_level": 2, "seed": 0, "levels": ["L5", "L6", "L7", "L8", "L9"]}}]},
+        "policies": {"smollm2": {"model": "embedded", "engine": "vllm", "dtype": "float32", "prompt": "fewshot_arith",
+                                 "sampling": {"temperature": 0.8, "top_p": 1.0, "top_k": -1, "max_tokens": 48,
+                                              "stop": ["\nQ:", "\n\n"]}}},
+        "rollout": {"policies": ["smollm2"], "k": 4, "shard_size": 8},
+        "verify": {"workers": 1},
+        "reformulate": {"methods": ["fobar", "hint_prefix", "llm_backward"], "max_pass_rate": 0.25},
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load_params(tmp_path / "params.yaml")
+    shared = Shared(vllm_engine)
+
+    def factory(*args, **kwargs):
+        return shared
+
+    # the main set, measured for real
+    ingest(params, root=tmp_path, progress=False)
+    rollout(params, root=tmp_path, set_name="main", progress=False, engine_factory=factory)
+    verify(params, root=tmp_path, set_name="main", progress=False)
+    annotate(params, root=tmp_path, set_name="main", progress=False, plots=False)
+    main_diff = read_table(tmp_path / "data/difficulty", name="difficulty").to_pylist()
+    assert len(main_diff) == 10
+    hard = {r["problem_id"] for r in main_diff if r["band"] in ("too_hard", "unsolved") and r["pass_rate"] <= 0.25}
+    assert hard, [(r["band"], r["pass_rate"]) for r in main_diff]
+
+    # reformulate the hard ones (llm_backward on the same engine)
+    result = reformulate(params, root=tmp_path, progress=False, engine_factory=factory)
+    assert result.parents == len(hard)
+    children = read_table(tmp_path / "data/reformulated/problems", name="problems").to_pylist()
+    rejects = read_table(tmp_path / "data/reformulated/rejects", name="rejects").to_pylist()
+    assert len(children) + len(rejects) == 3 * len(hard)
+    assert {c["parent_id"] for c in children} <= hard and {r["source_id"] for r in rejects} <= hard
+    assert any(c["method"] == "fobar" for c in children)
+    for c in children:
+        assert c["method_version"] and c["problem_id"].startswith("p_")
+        if c["method"] == "fobar":
+            meta = json.loads(c["metadata"])
+            assert c["answer"] == meta["masked"] and " x" in c["question"]
+    llm = [c for c in children if c["method"] == "llm_backward"] + [r for r in rejects if r["source"] == "llm_backward"]
+    assert len(llm) == len(hard)  # every parent has an outcome, kept or rejected with a reason
+    cache = list(generations_dir(params, tmp_path).glob("llm_backward-*.jsonl"))
+    assert len(cache) == 1
+    metrics = json.loads((tmp_path / "data/metrics/reformulate.json").read_text())
+    generated = metrics["methods"]["llm_backward"]["generated"]
+    assert generated == len(cache[0].read_text().splitlines()) > 0
+
+    # the reformulated set through the same stages, same policy
+    r1 = rollout(params, root=tmp_path, set_name="reformulated", progress=False, engine_factory=factory)
+    assert r1.samples == 4 * len(children)
+    verify(params, root=tmp_path, set_name="reformulated", progress=False)
+    annotate(params, root=tmp_path, set_name="reformulated", progress=False, plots=False)
+    child_diff = read_table(tmp_path / "data/reformulated/difficulty", name="difficulty").to_pylist()
+    assert {d["problem_id"] for d in child_diff} == {c["problem_id"] for c in children}
+    assert {d["policy_id"] for d in child_diff} == {d["policy_id"] for d in main_diff}
+
+    path, report = write_report(params, root=tmp_path)
+    assert path.is_file() and json.loads(path.read_text()) == report
+    (pol,) = {d["policy_id"] for d in main_diff}
+    parent_rate = {d["problem_id"]: d["pass_rate"] for d in main_diff}
+    child_rate = {d["problem_id"]: d["pass_rate"] for d in child_diff}
+    for method in {c["method"] for c in children}:
+        mine = [c for c in children if c["method"] == method]
+        m = report[method]
+        assert m["reformulations"] == len(mine) and m["parents_tried"] == len(hard)
+        assert m["rejected"] == sum(r["source"] == method for r in rejects) == sum(m["reject_reasons"].values())
+        stats = m["policies"][pol]
+        assert stats["children_measured"] == len(mine)
+        shift = sum(child_rate[c["problem_id"]] - parent_rate[c["parent_id"]] for c in mine) / len(mine)
+        assert stats["mean_pass_rate_shift"] == pytest.approx(shift, abs=1e-4)
+        learnable = {c["parent_id"] for c in mine
+                     if next(d for d in child_diff if d["problem_id"] == c["problem_id"])["band"] == "learnable"}
+        assert stats["parents_with_learnable_child"] == len(learnable)
+
+    # nothing already done is regenerated
+    again = reformulate(params, root=tmp_path, progress=False, engine_factory=factory)
+    assert json.loads((tmp_path / "data/metrics/reformulate.json").read_text())["methods"]["llm_backward"]["generated"] == 0
+    assert again.problems.equals(result.problems)
+    r2 = rollout(params, root=tmp_path, set_name="reformulated", progress=False, engine_factory=factory)
+    assert r2.samples == 0 and r2.samples_existing == 4 * len(children)
+    print("report:", json.dumps(report, indent=1))
