@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "push": "pipeline.publish.command:push",
     "catalog": "pipeline.catalog_command:catalog",
     "sql": "pipeline.catalog_command:sql",
+    "summary": "pipeline.summary:summary",
 }
 
 

@@ -238,3 +238,13 @@ def test_catalog_file_survives_a_move(tmp_path, monkeypatch):
     con = duckdb.connect("data/passband.duckdb", read_only=True)
     assert con.execute("SELECT count(*) FROM problems").fetchone() == (2,)
     assert con.execute("SELECT count(*) FROM rollouts").fetchone() == (0,)  # typed, empty
+
+
+def test_summary_on_an_ingest_only_repo_says_what_is_missing(tmp_path):
+    runner = CliRunner()
+    p = _mini_repo(tmp_path)
+    assert runner.invoke(cli, ["ingest", "--params", str(p), "--no-progress"]).exit_code == 0
+    res = runner.invoke(cli, ["summary", "--params", str(p)])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("(nothing yet)") == 2
+    assert "not built yet: passband publish" in res.output

@@ -1,0 +1,60 @@
+"""``passband summary``: what the last `dvc repro` produced, in a few short tables.
+
+Band counts per policy (main problems and reformulations apart), the reformulation report,
+and how to load the published folder. Read-only: it queries the catalog's views.
+"""
+
+from __future__ import annotations
+
+import click
+import polars as pl
+
+from pipeline.catalog import query
+from pipeline.options import with_params
+
+BANDS = """
+SELECT pol.name AS policy, CASE WHEN p.parent_id IS NULL THEN 'main' ELSE 'reformulated' END AS "set",
+       d.band, count(*) AS problems, round(avg(d.pass_rate), 3) AS mean_pass_rate,
+       round(avg(d.band_confidence), 3) AS mean_band_confidence
+FROM difficulty d JOIN problems p USING (problem_id) JOIN policies pol USING (policy_id)
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, list_position(['too_easy', 'learnable', 'too_hard', 'unsolved'], d.band)
+"""
+
+REPORT = """
+SELECT method, parents_tried, reformulations, rejected, children_measured,
+       parents_with_learnable_child, round(mean_pass_rate_shift, 3) AS mean_shift
+FROM reformulation_report ORDER BY method
+"""
+
+
+def _show(title: str, df: pl.DataFrame | None) -> None:
+    click.echo(f"\n{title}")
+    if df is None or df.is_empty():
+        click.echo("  (nothing yet)")
+        return
+    with pl.Config(tbl_rows=50, tbl_cols=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
+                   tbl_width_chars=160):
+        click.echo(str(df))
+
+
+@click.command()
+@with_params
+def summary(*, params, root) -> None:
+    """Print band counts per policy, the reformulation report and how to load the published dataset."""
+    _show("Difficulty bands (difficulty view)", query(params, BANDS, root=root))
+    _show("Reformulation (reformulation_report view)", query(params, REPORT, root=root))
+    folder = root / params.paths.published
+    build = folder / "build.json"
+    click.echo("\nPublished dataset")
+    if not build.is_file():
+        click.echo("  (not built yet: passband publish)")
+        return
+    from pipeline.publish import read_build_info
+
+    rows = read_build_info(folder).get("rows", {})
+    click.echo("  " + ", ".join(f"{c}: {n}" for c, n in rows.items()))
+    cfg = "learnable" if rows.get("learnable") else "default"
+    click.echo(f'  load it:  datasets.load_dataset("{params.paths.published}", "{cfg}")')
+    click.echo("  SQL:      passband sql \"SELECT band, count(*) FROM difficulty GROUP BY 1\"")
+    click.echo("  push it:  passband push --repo-id ORG/NAME --dry-run")
