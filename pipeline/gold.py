@@ -66,10 +66,17 @@ def last_boxed(text: str) -> str | None:
     raise GoldError("\\boxed{ without a closing brace")
 
 
+def _tidy(gold: str) -> str:
+    """Drop what typesetting adds and graders trip on: thin spaces (``\\!``) and trailing punctuation."""
+    gold = re.sub(r"(?<=\d),\\!(?=\d{3})", "", gold)  # MATH's 29,\!322 thousands separator
+    return gold.replace("\\!", "").strip().rstrip(".,;").strip()
+
+
 def boxed_gold(solution: str) -> str:
     gold = last_boxed(solution)
     if gold is None:
         raise GoldError("no \\boxed{...} or \\fbox{...} in the solution")
+    gold = _tidy(gold)
     if not gold:
         raise GoldError("empty \\boxed{}")
     return gold

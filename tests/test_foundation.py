@@ -119,7 +119,10 @@ def test_gsm8k_gold(text, gold):
 @pytest.mark.parametrize(
     "text,gold",
     [("$\\boxed{5}$", "5"), ("\\boxed{\\frac{a}{b}}", "\\frac{a}{b}"), ("\\boxed{1} then \\boxed{2}", "2"),
-     ("\\fbox{x+1}", "x+1"), ("\\boxed 9.", "9"), ("\\boxed{\\{1,2\\}}", "\\{1,2\\}")],
+     ("\\fbox{x+1}", "x+1"), ("\\boxed 9.", "9"), ("\\boxed{\\{1,2\\}}", "\\{1,2\\}"),
+     # seen in MATH train: trailing punctuation and \! thousands separators inside the box
+     ("\\boxed{-\\frac{5}{3}.}", "-\\frac{5}{3}"), ("\\boxed{\\dfrac{1}{29,\\!322,\\!216}}", "\\dfrac{1}{29322216}"),
+     ("\\boxed{\\text{(E)},}", "\\text{(E)}"), ("\\boxed{(3,100)}", "(3,100)")],
 )
 def test_boxed_gold(text, gold):
     assert boxed_gold(text) == gold
