@@ -5,11 +5,27 @@
 
 Generates (once per row count, with DuckDB) N rollouts of N/k problems (k = 8) with verdicts of the
 current verifier_id under benchmarks/out/annotate-<N>/, pass rates spread over every band, 2 %
-truncated, 1 % hedged with two answers. Then, each in its own process (peak RSS = that process's
-ru_maxrss): (a) the annotate stage (`pipeline.annotate.run`: flags + difficulty + metrics, no
-plots), (b) the raw query: the same per-group aggregation (n, n_correct, n_no_answer, n_failed,
-pass rate, token mean/std for correct and other) over the same Parquet, written to Parquet, under
-the same DuckDB memory limit. Prints both side by side.
+truncated, 1 % hedged with two answers. Then three phases, each in its own process (imports not
+timed; peak RSS = that process's own ru_maxrss, DuckDB included), all under the same DuckDB memory
+limit (``annotate.memory_limit_mb``) and settings, run back to back (``--repeat`` interleaves them):
+
+* **stage**: ``pipeline.annotate.run`` without plots: difficulty (counts, token mean/std, pass rate,
+  Jeffreys interval, pass@k, learnability, band, band_confidence, flag_rates, flagged_correct_rate)
+  and flags (all 7 detectors, Python ones included), both written to Parquet, plus metrics JSON.
+* **raw: equivalent** (``RAW_HITS``, ``RAW_FLAGS``, ``RAW_DIFFICULTY``): hand-written DuckDB SQL for the
+  same two outputs, written the same way (the hits with ``correct`` to a temp Parquet, then the sorted
+  flags and the sorted difficulty from it). Flags: rare_success, truncated, computation_skip as the
+  stage's SQL; answer_in_question, answer_repetition, multiple_answers and repetition_loop's 4-gram
+  test re-expressed with regexes and list functions (RE2: no look-behind, so the question's numbers
+  are matched a little more loosely; evidence texts shorter). Difficulty: every column except
+  ci_low/ci_high, pass_at_k and band_confidence (Beta quantiles and masses, not in DuckDB); the band
+  uses the default ranges. Left out: computation_skip's median fallback (every synthetic problem
+  has a reference solution) and repetition_loop's zlib test. On this data both sides write the same
+  flags (keys, flag, score) and the same difficulty counts, bands and flag_rates. ``flag_rates`` is
+  a MAP built with ``map_from_entries``, DuckDB's only way to make one (~6 us a row); the stage
+  builds it in Arrow instead.
+* **raw: aggregation only** (``RAW_AGG``): the per-group counts, pass rate and token mean/std alone,
+  never reading completion text: the baseline the issue first compared with, printed for reference.
 """
 
 from __future__ import annotations
@@ -71,7 +87,8 @@ def generate(out: Path, rows: int, k: int = 8) -> None:
     (out / "done").write_text("ok\n")
 
 
-RAW = """COPY (
+# (b) aggregation only: the per-group counts; never reads completion text (the figure issue 4 first compared with)
+RAW_AGG = """COPY (
   SELECT v.problem_id, v.policy_id, count(*) AS n, count(*) FILTER (WHERE v.status = 'correct') AS n_correct,
          count(*) FILTER (WHERE v.status = 'no_answer') AS n_no_answer,
          count(*) FILTER (WHERE v.status IN ('timeout', 'error')) AS n_failed,
@@ -83,7 +100,95 @@ RAW = """COPY (
   FROM read_parquet('{d}/verdicts/*.parquet') v
   JOIN read_parquet('{d}/rollouts/*.parquet') r USING (problem_id, policy_id, sample_idx)
   WHERE v.verifier_id = '{vid}'
-  GROUP BY ALL) TO '{out}' (FORMAT parquet, COMPRESSION zstd)"""
+  GROUP BY ALL) TO '{out}/raw-agg.parquet' (FORMAT parquet, COMPRESSION zstd)"""
+
+# (c) the equivalent: hand-written SQL for difficulty AND flags (default options and bands), written like the stage:
+# the hits (with `correct`) to a temp Parquet, then flags and difficulty from it
+_ANSWERS = r"regexp_extract_all(completion, '(?i)(?:answer is|\\boxed\{{|\\fbox\{{|####)\s*\$?(-?[0-9][0-9,]*(?:\.[0-9]+)?)', 1)"
+_LINES = "list_filter(list_transform(string_split(completion, chr(10)), lambda x: trim(x)), lambda x: length(x) >= 3)"
+_WORDS = r"string_split_regex(trim(completion), '\s+')"
+_GRAMS = f"list_transform(range(1, len({_WORDS}) - 2), lambda i: array_to_string({_WORDS}[i:i + 3], ' '))"
+_ANS = r"regexp_replace(replace(extracted, ',', ''), '^[\s$]+|[\s$.]+$', '', 'g')"
+_QNUMS = r"list_transform(regexp_extract_all(question, '-?[0-9][0-9,]*(?:\.[0-9]+)?'), lambda x: replace(x, ',', ''))"
+
+
+def _max_count(lst: str) -> str:
+    return f"coalesce(list_max(list_transform(list_distinct({lst}), lambda x: len(list_filter({lst}, lambda y: y = x)))), 0)"
+
+
+RAW_HITS = f"""COPY (
+  WITH v AS (SELECT problem_id, policy_id, sample_idx, status, extracted FROM read_parquet('{{d}}/verdicts/*.parquet')
+             WHERE verifier_id = '{{vid}}'),
+  g AS (SELECT problem_id, policy_id, count(*) AS n, count(*) FILTER (WHERE status = 'correct') AS n_correct FROM v GROUP BY ALL),
+  p AS (SELECT problem_id, question, length(regexp_replace(solution, '<<[^>]*>>', '', 'g'))
+               - length(replace(regexp_replace(solution, '<<[^>]*>>', '', 'g'), '=', '')) AS ref_steps
+        FROM read_parquet('{{d}}/problems/*.parquet')),
+  c AS MATERIALIZED (
+    SELECT v.*, r.completion, r.n_tokens, r.finish_reason, p.question, p.ref_steps,
+           length(r.completion) - length(replace(r.completion, '=', '')) AS steps
+    FROM v JOIN read_parquet('{{d}}/rollouts/*.parquet') r USING (problem_id, policy_id, sample_idx) JOIN p USING (problem_id)
+    WHERE r.finish_reason = 'length'
+       OR (v.status = 'correct' AND ref_steps > 0
+           AND length(r.completion) - length(replace(r.completion, '=', '')) < 0.5 * ref_steps)
+       OR (v.status = 'correct' AND v.extracted IS NOT NULL
+           AND contains(replace(p.question, ',', ''), {_ANS.replace('extracted', 'v.extracted')}))
+       OR regexp_matches(r.completion, '(?is)(answer is|\\\\boxed|\\\\fbox|####).*(answer is|\\\\boxed|\\\\fbox|####)')
+       OR strpos(r.completion, chr(10)) > 0 OR length(r.completion) >= 144)
+  SELECT v.problem_id, v.policy_id, v.sample_idx, 'rare_success' AS flag, sqrt((n - n_correct) / n_correct) AS score,
+         format('{{{{}}}} of {{{{}}}} correct (pass rate {{{{:.3f}}}}): GRPO advantage {{{{:.2f}}}}', n_correct, n, n_correct / n,
+                sqrt((n - n_correct) / n_correct)) AS evidence, true AS correct
+  FROM v JOIN g USING (problem_id, policy_id) WHERE status = 'correct' AND n_correct / n <= 0.125
+  UNION ALL SELECT problem_id, policy_id, sample_idx, 'truncated', n_tokens::DOUBLE,
+         format('stopped at max_tokens after {{{{}}}} tokens ({{{{}}}})', n_tokens, status), status = 'correct'
+  FROM c WHERE finish_reason = 'length'
+  UNION ALL SELECT problem_id, policy_id, sample_idx, 'answer_in_question', 1 / len(list_distinct({_QNUMS})),
+         format('answer {{{{}}}} is one of the question''s numbers', {_ANS}), true
+  FROM c WHERE status = 'correct' AND list_contains({_QNUMS}, {_ANS})
+  UNION ALL SELECT problem_id, policy_id, sample_idx, 'computation_skip', steps / ref_steps,
+         format('{{{{}}}} steps where the reference solution has {{{{:g}}}}', steps, ref_steps::DOUBLE), true
+  FROM c WHERE status = 'correct' AND ref_steps > 0 AND steps < 0.5 * ref_steps
+  UNION ALL SELECT problem_id, policy_id, sample_idx, 'answer_repetition', greatest({_max_count(_ANSWERS)}, {_max_count(_LINES)}),
+         'final answer or line repeated', status = 'correct'
+  FROM c WHERE {_max_count(_ANSWERS)} >= 3 OR {_max_count(_LINES)} >= 3
+  UNION ALL SELECT problem_id, policy_id, sample_idx, 'repetition_loop', 1 - len(list_distinct({_GRAMS})) / len({_GRAMS}),
+         'few distinct 4-grams', status = 'correct'
+  FROM c WHERE len({_WORDS}) >= 24 AND len(list_distinct({_GRAMS})) / len({_GRAMS}) < 0.5
+  UNION ALL SELECT problem_id, policy_id, sample_idx, 'multiple_answers', len(list_distinct({_ANSWERS}))::DOUBLE,
+         format('{{{{}}}} different final answers', len(list_distinct({_ANSWERS}))), status = 'correct'
+  FROM c WHERE len(list_distinct({_ANSWERS})) >= 2
+  ) TO '{{tmp}}/hits.parquet' (FORMAT parquet, COMPRESSION zstd)"""
+
+RAW_FLAGS = """COPY (SELECT problem_id, policy_id, sample_idx, flag, score, evidence FROM '{tmp}/hits.parquet'
+  ORDER BY problem_id, policy_id, sample_idx, flag) TO '{out}/raw-flags.parquet' (FORMAT parquet, COMPRESSION zstd)"""
+
+_FLAG_NAMES = ("rare_success", "truncated", "answer_in_question", "computation_skip", "answer_repetition",
+               "repetition_loop", "multiple_answers")
+_SHORTCUTS = "'answer_repetition', 'computation_skip', 'answer_in_question', 'multiple_answers'"
+RAW_DIFFICULTY = f"""COPY (
+  WITH a AS (
+    SELECT v.problem_id, v.policy_id, count(*) AS n, count(*) FILTER (WHERE v.status = 'correct') AS n_correct,
+           count(*) FILTER (WHERE v.status = 'no_answer') AS n_no_answer,
+           count(*) FILTER (WHERE v.status IN ('timeout', 'error')) AS n_failed,
+           avg(r.n_tokens) FILTER (WHERE v.status = 'correct') AS mean_tokens_correct,
+           stddev_samp(r.n_tokens) FILTER (WHERE v.status = 'correct') AS std_tokens_correct,
+           avg(r.n_tokens) FILTER (WHERE v.status <> 'correct') AS mean_tokens_incorrect,
+           stddev_samp(r.n_tokens) FILTER (WHERE v.status <> 'correct') AS std_tokens_incorrect
+    FROM read_parquet('{{d}}/verdicts/*.parquet') v
+    JOIN read_parquet('{{d}}/rollouts/*.parquet') r USING (problem_id, policy_id, sample_idx)
+    WHERE v.verifier_id = '{{vid}}' GROUP BY ALL),
+  f AS (SELECT problem_id, policy_id, {", ".join(f"count(*) FILTER (WHERE flag = '{f}') AS f_{f}" for f in _FLAG_NAMES)},
+               count(DISTINCT sample_idx) FILTER (WHERE correct AND flag IN ({_SHORTCUTS})) AS flagged_correct
+        FROM '{{tmp}}/hits.parquet' GROUP BY ALL)
+  SELECT a.problem_id, a.policy_id, '{{vid}}' AS verifier_id, n, n_correct, n_no_answer, n_failed,
+         n_correct / n AS pass_rate, (n_correct / n) * (1 - n_correct / n) AS learnability,
+         CASE WHEN n_correct = 0 THEN 'unsolved' WHEN n_correct / n < 0.2 THEN 'too_hard'
+              WHEN n_correct / n <= 0.8 THEN 'learnable' ELSE 'too_easy' END AS band,
+         mean_tokens_correct, std_tokens_correct, mean_tokens_incorrect, std_tokens_incorrect,
+         map_from_entries([{", ".join(f"{{{{'key': '{f}', 'value': coalesce(f_{f}, 0) / n}}}}" for f in _FLAG_NAMES)}])
+           AS flag_rates,
+         CASE WHEN n_correct = 0 THEN NULL ELSE coalesce(flagged_correct, 0) / n_correct END AS flagged_correct_rate
+  FROM a LEFT JOIN f USING (problem_id, policy_id)
+  ORDER BY a.problem_id, a.policy_id) TO '{{out}}/raw-difficulty.parquet' (FORMAT parquet, COMPRESSION zstd)"""
 
 
 def phase(name: str, out: Path) -> dict:
@@ -95,55 +200,65 @@ def phase(name: str, out: Path) -> dict:
     from pipeline.config import load_params
     from pipeline.verify import verifier_id
 
-    t = time.perf_counter()  # imports excluded from both timings
+    t = time.perf_counter()  # imports excluded from every timing
     if name == "stage":
         res = run(load_params(out / "params.yaml"), root=out, progress=False, plots=False)
-        extra = {"groups": res.groups, "flags": res.flags, "bands": res.bands}
-    else:
-        p = load_params(out / "params.yaml")
-        with tempfile.TemporaryDirectory() as tmp:
-            con = duckdb.connect(config={"memory_limit": f"{p.annotate.memory_limit_mb}MB", "temp_directory": tmp,
-                                         "preserve_insertion_order": False})
-            con.execute(RAW.format(d=out / "data", vid=verifier_id(p.verify), out=out / "raw.parquet"))
-            extra = {"groups": con.execute(f"SELECT count(*) FROM '{out}/raw.parquet'").fetchone()[0]}
-    return {"seconds": time.perf_counter() - t, **extra}
+        return {"seconds": time.perf_counter() - t, "groups": res.groups, "flags": res.flags, "bands": res.bands}
+    p = load_params(out / "params.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        con = duckdb.connect(config={"memory_limit": f"{p.annotate.memory_limit_mb}MB", "temp_directory": f"{tmp}/duckdb",
+                                     "preserve_insertion_order": False})
+        fmt = {"d": out / "data", "vid": verifier_id(p.verify), "out": out, "tmp": tmp}
+        sqls = [RAW_AGG] if name == "raw-agg" else [RAW_HITS, RAW_FLAGS, RAW_DIFFICULTY]
+        for sql in sqls:
+            con.execute(sql.format(**fmt))
+        seconds = time.perf_counter() - t
+        target = "raw-agg" if name == "raw-agg" else "raw-difficulty"
+        res = {"seconds": seconds, "groups": con.execute(f"SELECT count(*) FROM '{out}/{target}.parquet'").fetchone()[0]}
+        if name == "raw":
+            res["flags"] = con.execute(f"SELECT count(*) FROM '{out}/raw-flags.parquet'").fetchone()[0]
+    return res
 
 
 def measure(name: str, out: Path) -> dict:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    cmd = [sys.executable, __file__, "--phase", name, "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
-    res["peak_mib"] = peak_kib / 1024 if peak_kib > before else float("nan")
-    return res
+    """One phase in a fresh process; it reports its own peak RSS (ru_maxrss of itself, DuckDB included)."""
+    proc = subprocess.run([sys.executable, __file__, "--phase", name, "--out", str(out)], capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"phase {name} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--phase", choices=["stage", "raw"])
+    ap.add_argument("--phase", choices=["stage", "raw", "raw-agg"])
     ap.add_argument("--out", type=Path)
     ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args()
     if a.phase:
-        print(json.dumps(phase(a.phase, a.out)))
+        res = phase(a.phase, a.out)
+        res["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(res))
         return
     out = REPO / "benchmarks" / "out" / f"annotate-{a.rows}"
     t = time.perf_counter()
     generate(out, a.rows)
     print(f"data: {a.rows:,} rollouts under {out} ({time.perf_counter() - t:.1f} s to generate or reuse)", flush=True)
-    # raw first, then the stage; peak RSS of each is its own process's (RUSAGE_CHILDREN is a running max, so raw
-    # must be measured first: it is the smaller one)
-    raws = [measure("raw", out) for _ in range(a.repeat)]
-    stages = [measure("stage", out) for _ in range(a.repeat)]
-    raw, stage = min(raws, key=lambda r: r["seconds"]), min(stages, key=lambda r: r["seconds"])
-    print(f"{'':<28}{'raw DuckDB query':>18}{'annotate stage':>18}")
-    print(f"{'wall seconds':<28}{raw['seconds']:>18.2f}{stage['seconds']:>18.2f}")
-    print(f"{'peak RSS (MiB)':<28}{raw['peak_mib']:>18.0f}{stage['peak_mib']:>18.0f}")
-    print(f"{'groups':<28}{raw['groups']:>18,}{stage['groups']:>18,}")
-    print(f"stage / raw = {stage['seconds'] / raw['seconds']:.2f}x (target <= 1.5x); stage peak "
-          f"{stage['peak_mib']:.0f} MiB (target < 1024); flags written: {stage['flags']:,}; bands: {stage['bands']}")
+    runs: dict[str, list[dict]] = {"raw-agg": [], "raw": [], "stage": []}
+    for _ in range(a.repeat):  # interleaved, so that load from other work hits every side alike
+        for name in runs:
+            runs[name].append(measure(name, out))
+            print(f"  {name}: {runs[name][-1]['seconds']:.2f} s", flush=True)
+    agg, raw, stage = (min(runs[n], key=lambda r: r["seconds"]) for n in runs)
+    cols = ("raw: aggregation only", "raw: equivalent", "annotate stage")
+    print(f"{'':<16}" + "".join(f"{c:>24}" for c in cols))
+    print(f"{'wall seconds':<16}" + "".join(f"{r['seconds']:>24.2f}" for r in (agg, raw, stage)))
+    print(f"{'peak RSS (MiB)':<16}" + "".join(f"{r['peak_mib']:>24.0f}" for r in (agg, raw, stage)))
+    print(f"{'groups':<16}" + "".join(f"{r['groups']:>24,}" for r in (agg, raw, stage)))
+    print(f"{'flags':<16}{'-':>24}{raw['flags']:>24,}{stage['flags']:>24,}")
+    print(f"stage / raw equivalent = {stage['seconds'] / raw['seconds']:.2f}x (target <= 1.5x); "
+          f"stage / raw aggregation only = {stage['seconds'] / agg['seconds']:.2f}x; "
+          f"stage peak {stage['peak_mib']:.0f} MiB (target < 1024); bands: {stage['bands']}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.annotate.bands import BANDS
-from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_sql, flag_batches, prepare
+from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_batches, flag_batches, prepare
 from pipeline.annotate.plots import write_plots
 from pipeline.config import Params
 from pipeline.io import SHARD_GLOB, shard_paths, write_json
@@ -77,12 +78,19 @@ def _check_output(path: Path, name: str) -> None:
         raise
 
 
-def _copy(con: duckdb.DuckDBPyConnection, sql: str, target: Path, name: str) -> None:
+def _copy(con: duckdb.DuckDBPyConnection, sql: str | None, target: Path, name: str,
+          batches: Iterator[pa.RecordBatch] | None = None) -> None:
+    """``sql`` (DuckDB's COPY) or ``batches`` (Arrow, with the declared schema) to a temp name, checked, renamed into place."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        con.execute(f"COPY ({sql}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
+        if batches is None:
+            con.execute(f"COPY ({sql}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
+        else:
+            with pq.ParquetWriter(tmp, schema(name).arrow, compression="zstd") as writer:
+                for batch in batches:
+                    writer.write_batch(batch)
         _check_output(Path(tmp), name)
         os.replace(tmp, target)
     finally:
@@ -109,7 +117,7 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
             flag_cols = ", ".join(schema("flags").names)
             _copy(con, f"SELECT {flag_cols} FROM _hits ORDER BY problem_id, policy_id, sample_idx, flag", flags_out, "flags")
             diff_out = ts.dir("difficulty", root) / "part-0.parquet"
-            _copy(con, difficulty_sql(ann, hits="_hits") + " ORDER BY problem_id, policy_id", diff_out, "difficulty")
+            _copy(con, None, diff_out, "difficulty", batches=difficulty_batches(ann, hits="_hits"))
             result = _summary(con, ann, diff_out, n_hits)
             result.paths = [flags_out, diff_out]
             if plots:

@@ -181,7 +181,11 @@ def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
           where="status = 'correct' AND CASE WHEN coalesce(ref_steps, 0) > 0"
                 " THEN steps < {opts.computation_skip_ratio} * ref_steps"
                 " ELSE n_correct >= {opts.computation_skip_min_correct}"
-                " AND steps < {opts.computation_skip_ratio} * median_correct_steps END")
+                " AND steps < {opts.computation_skip_ratio} * median_correct_steps END",
+          score_sql="steps / CASE WHEN coalesce(ref_steps, 0) > 0 THEN ref_steps ELSE median_correct_steps END",
+          evidence_sql="format('{{}} steps where {{}} has {{:g}}', steps,"
+                       " CASE WHEN coalesce(ref_steps, 0) > 0 THEN 'the reference solution' ELSE 'the median correct sample' END,"
+                       " (CASE WHEN coalesce(ref_steps, 0) > 0 THEN ref_steps ELSE median_correct_steps END)::DOUBLE)")
 def computation_skip(row: dict, opts: FlagOptions) -> Hit | None:
     """Correct with far fewer reasoning steps ('=' signs) than the problem needs.
 
