@@ -23,6 +23,16 @@ class ConfigError(PassbandError):
     """params.yaml (or a section of it) is invalid."""
 
 
+def unknown_name(what: str, name: str, known) -> ConfigError:
+    """The error for a registry lookup that failed: the bad name, close matches, and every known name."""
+    import difflib
+
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return ConfigError(f"unknown {what} {name!r}{hint}; known: {', '.join(known) or 'none'}")
+
+
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -19,7 +19,6 @@ vLLM. Each engine declares an ``Options`` model (its knobs under
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import time
 from abc import ABC, abstractmethod
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.config import ConfigError, Model, SamplingConfig, parse_options
+from pipeline.config import Model, SamplingConfig, parse_options, unknown_name
 from pipeline.errors import PassbandError
 
 FINISH_REASONS = ("stop", "length")
@@ -175,9 +174,7 @@ class Engine(ABC):
 def get_engine(name: str) -> type[Engine]:
     """The engine class registered as ``name``; an unknown name lists the known ones."""
     if name not in ENGINES:
-        close = difflib.get_close_matches(name, ENGINES, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(f"unknown engine {name!r}{hint}; known: {', '.join(sorted(ENGINES))}")
+        raise unknown_name("engine", name, ENGINES)
     module, attr = ENGINES[name].split(":")
     return getattr(importlib.import_module(module), attr)
 

@@ -11,7 +11,6 @@ It reads and maps; it never validates (the core applies the same rules to every 
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 from pydantic import Field
 
-from pipeline.config import ConfigError, Model, SourceConfig, parse_options
+from pipeline.config import ConfigError, Model, SourceConfig, parse_options, unknown_name
 from pipeline.ingest.records import RawReject, RawRow
 
 Record = RawRow | RawReject
@@ -42,9 +41,7 @@ def get_source(kind: str) -> SourceFn:
     try:
         return SOURCES[kind]
     except KeyError:
-        close = difflib.get_close_matches(kind, SOURCES, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(f"unknown source kind {kind!r}{hint}; known: {', '.join(sorted(SOURCES))}") from None
+        raise unknown_name("source kind", kind, SOURCES) from None
 
 
 def read_source(cfg: SourceConfig, *, root: Path) -> Iterator[Record]:

@@ -20,14 +20,13 @@ changed option or prompt never passes for the old one.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from pipeline.config import ConfigError, Model, parse_options
+from pipeline.config import ConfigError, Model, parse_options, unknown_name
 from pipeline.keys import canonical_json, digest
 
 
@@ -117,9 +116,7 @@ def get_method(name: str) -> type[Reformulator]:
     try:
         return METHODS[name]
     except KeyError:
-        close = difflib.get_close_matches(name, METHODS, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(f"unknown reformulation method {name!r}{hint}; known: {', '.join(sorted(METHODS))}") from None
+        raise unknown_name("reformulation method", name, METHODS) from None
 
 
 def build(

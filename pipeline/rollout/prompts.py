@@ -13,14 +13,13 @@ made with the old text, even when someone forgets to bump the version.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from pathlib import Path
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from pipeline.config import ConfigError, Model, _format_error
+from pipeline.config import ConfigError, Model, _format_error, unknown_name
 from pipeline.engines.registry import Prompt
 from pipeline.keys import canonical_json, digest
 
@@ -108,8 +107,5 @@ def load_template(name: str, *, directory: Path = PROMPTS_DIR) -> PromptTemplate
     """The template ``<directory>/<name>.yaml``; an unknown name lists the known ones."""
     path = Path(directory) / f"{name}.yaml"
     if not path.is_file():
-        known = known_templates(directory)
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(f"unknown prompt template {name!r}{hint}; known: {', '.join(known) or 'none'} in {directory}")
+        raise unknown_name(f"prompt template (in {directory})", name, known_templates(directory))
     return _load(path, path.stat().st_mtime_ns)

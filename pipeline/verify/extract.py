@@ -18,12 +18,11 @@ anywhere: lenient, off by default).
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pipeline.config import ConfigError
+from pipeline.config import unknown_name
 from pipeline.gold import GoldError, last_boxed
 
 Extractor = Callable[[str], str | None]
@@ -46,9 +45,7 @@ def register(name: str) -> Callable[[Extractor], Extractor]:
 
 def get_extractor(name: str) -> Extractor:
     if name not in EXTRACTORS:
-        close = difflib.get_close_matches(name, EXTRACTORS, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(f"unknown extractor {name!r}{hint}; known: {', '.join(sorted(EXTRACTORS))}")
+        raise unknown_name("extractor", name, EXTRACTORS)
     return EXTRACTORS[name]
 
 
