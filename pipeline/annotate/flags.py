@@ -23,7 +23,6 @@ truncated).
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import zlib
@@ -35,7 +34,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from pipeline.annotate.stats import grpo_advantage
-from pipeline.config import ConfigError, Model
+from pipeline.config import Model, unknown_name
 from pipeline.schema import schema
 from pipeline.verify.extract import candidates
 from pipeline.verify.grader import normalize_answer
@@ -102,9 +101,7 @@ def get_detectors(names: Sequence[str] | None) -> list[Detector]:
     out = []
     for name in names:
         if name not in DETECTORS:
-            close = difflib.get_close_matches(name, DETECTORS, n=3)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise ConfigError(f"unknown flag detector {name!r}{hint}; known: {', '.join(DETECTORS)}")
+            raise unknown_name("flag detector", name, DETECTORS)
         out.append(DETECTORS[name])
     return out
 
