@@ -94,7 +94,7 @@ def test_vllm_chat_prompt(vllm_engine):
     assert "<|im_start|>" not in a.text
 
 
-def test_stage_on_the_real_engine(vllm_engine, embedded_model_dir, tmp_path):
+def test_stage_on_the_real_engine(shared_engine_factory, embedded_model_dir, tmp_path):
     write_table(_problems(QS), tmp_path / "data/problems/p.parquet", name="problems")
     params = {
         "paths": {"models": str(embedded_model_dir.parent)},
@@ -104,21 +104,8 @@ def test_stage_on_the_real_engine(vllm_engine, embedded_model_dir, tmp_path):
     }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
 
-    class Shared:  # hand the session engine to the stage; its close() must not stop it
-        def __call__(self, name, model, options, root):
-            assert name == "vllm" and model.path == str(embedded_model_dir)
-            return self
-
-        def start(self):
-            return 0.0
-
-        def close(self):
-            pass
-
-        def __getattr__(self, attr):
-            return getattr(vllm_engine, attr)
-
-    res = run(load_params(tmp_path / "params.yaml"), root=tmp_path, progress=False, engine_factory=Shared())
+    # the session engine, handed to the stage (conftest); its close() must not stop it
+    res = run(load_params(tmp_path / "params.yaml"), root=tmp_path, progress=False, engine_factory=shared_engine_factory)
     assert res.samples == 8 and res.tokens > 0 and res.tokens_per_s > 0
     t = read_table(tmp_path / "data/rollouts", name="rollouts")
     assert t.num_rows == 8
