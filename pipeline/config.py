@@ -175,6 +175,10 @@ class PublishConfig(Model):
         default_factory=lambda: ["too_easy", "learnable", "too_hard", "unsolved"],
         description="bands kept (and one config each); items in other bands are left out",
     )
+    reformulated_bands: list[str] = Field(
+        default_factory=lambda: ["learnable"],
+        description="bands a reformulation must land in, re-measured on the primary policy, to be published",
+    )
     policy: str | None = Field(None, description="primary policy (name or policy_id); None: rollout.policies[0]")
     prompt_template: str = Field("zeroshot_boxed", description="chat template the `prompt` column is rendered with")
     licenses: dict[str, str] = Field(

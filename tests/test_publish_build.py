@@ -267,3 +267,18 @@ def test_unknown_primary_policy_and_band_are_errors(tmp_path):
     root = make_repo(tmp_path / "b", bands=["learnable", "medium"])
     with pytest.raises(PublishError, match="unknown bands \\['medium'\\]"):
         run(load_params(root / "params.yaml"), root=root)
+
+
+def test_only_reformulations_re_measured_in_the_kept_bands_are_published(tmp_path):
+    root = make_repo(tmp_path / "repo")
+    publish(root)
+    folder = root / "data/published"
+    reform_rows = lambda: sum(  # noqa: E731
+        pq.read_metadata(folder / f).num_rows for f in data_files(folder) if "/reformulated/" in f)
+    assert reform_rows() == 2  # both children were re-measured in the learnable band (the default)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["publish"]["reformulated_bands"] = ["too_easy"]
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    publish(root)
+    meta, _ = card(folder)
+    assert "reformulated" not in [c["config_name"] for c in meta["configs"]] and reform_rows() == 0

@@ -307,6 +307,7 @@ def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
     spec = Spec(
         policy=cfg.policy or params.rollout.policies[0],
         bands=tuple(cfg.bands),
+        reformulated_bands=tuple(cfg.reformulated_bands),
         licenses={s.source: s.license for s in licenses},
         render=render,
     )

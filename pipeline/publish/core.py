@@ -101,6 +101,7 @@ class Spec:
     bands: tuple[str, ...]
     licenses: Mapping[str, str]  # source name -> license id
     render: Callable[[str], list[dict[str, str]]]  # question -> chat messages
+    reformulated_bands: tuple[str, ...] = ("learnable",)  # a reformulation is kept only if re-measured here
 
 
 @dataclass
@@ -180,7 +181,7 @@ def _license(pid: str, problems: Mapping[str, dict], licenses: Mapping[str, str]
 
 def build(inputs: Inputs, *, spec: Spec) -> Dataset:
     """Join problems with their difficulty, keep the primary policy's kept items, split into configs."""
-    if unknown := [b for b in spec.bands if b not in BANDS]:
+    if unknown := [b for b in (*spec.bands, *spec.reformulated_bands) if b not in BANDS]:
         raise PublishError(f"unknown bands {unknown} in publish.bands; known: {', '.join(BANDS)}")
     policies = sorted(inputs.policies.to_pylist(), key=lambda p: (p["name"], p["policy_id"]))
     policies = list({p["policy_id"]: p for p in policies}.values())
@@ -219,7 +220,7 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
                 else:
                     unmeasured += 1
                 continue
-            if mine["band"] not in spec.bands:
+            if mine["band"] not in (spec.reformulated_bands if reformulated else spec.bands):
                 dropped[mine["band"]] += 0 if reformulated else 1
                 continue
             parent = everything.get(p["parent_id"]) if p["parent_id"] else None
