@@ -71,9 +71,6 @@ class Fobar(Reformulator):
         "not_in_solution": "no candidate number appears in the reference solution, so the answer may not determine it",
     }
 
-    def reformulate(self, parents: list[Parent]) -> list[Outcome]:
-        return [self.one(p) for p in parents]
-
     def one(self, parent: Parent) -> Outcome:
         q = parent.question
         if has_variable_x(q):

@@ -174,9 +174,6 @@ class HintPrefix(Reformulator):
         "hint_leaks_answer": "the hint would give the final answer away",
     }
 
-    def reformulate(self, parents: list[Parent]) -> list[Outcome]:
-        return [self.one(p) for p in parents]
-
     def one(self, parent: Parent) -> Outcome:
         if not parent.solution or not parent.solution.strip():
             return self.skip("no_solution", "the parent has no reference solution")

@@ -10,8 +10,8 @@ outcome per parent, in order: a :class:`Child` (a new verifiable problem) or a :
         reasons = {"no_number": "...", ...}
         Options = FobarOptions
 
-        def reformulate(self, parents):
-            return [self.one(p) for p in parents]
+        def one(self, parent):  # or override reformulate(parents) to batch (llm_backward)
+            ...
 
 ``method_version`` (stored on every child, part of its identity) is the code version plus a
 digest of everything else that shapes the output (options, prompt text, generator), so a
@@ -95,6 +95,10 @@ class Reformulator:
         return f"{self.version}-{digest(canonical_json(self.identity()), length=8)}"
 
     def reformulate(self, parents: Sequence[Parent]) -> list[Outcome]:
+        """One outcome per parent, in order; methods that batch (an engine) override this."""
+        return [self.one(p) for p in parents]
+
+    def one(self, parent: Parent) -> Outcome:
         raise NotImplementedError
 
     def skip(self, reason: str, detail: str) -> Skip:
