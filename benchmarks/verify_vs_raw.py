@@ -1,10 +1,10 @@
 """Verifications per second: the verify stage vs raw ``math_verify.verify`` on one core, and the stage on 1 -> 2 workers.
 
-    .venv/bin/python benchmarks/verify_vs_raw.py [--pairs 1500]
+    .venv/bin/python benchmarks/verify_vs_raw.py [--pairs 1500] [--rounds 5]
 
 Inputs: distinct (gold, completion) pairs in the embedded model's few-shot style
 (" 38 + 45 = 83. The answer is 83."), golds integers, decimals and fractions, half of them
-correct; distinct, so the stage's de-duplication of identical pairs gives it no advantage.
+correct; every (gold, answer) check distinct, so the stage's de-duplication of repeats gives it no advantage.
 Each measurement runs in its own process pinned with sched_setaffinity (workers inherit it):
 
 - raw, 1 core: ``verify(parse(gold), parse(completion))`` with math-verify's defaults in a loop,
@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -48,8 +49,8 @@ def make_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
             gold = f"\\frac{{{p}}}{{{q}}}"
             ans = f"\\frac{{{2 * p}}}{{{2 * q}}}" if rng.random() < 0.5 else f"\\frac{{{p + 1}}}{{{q}}}"
             comp = f" So the answer is ${ans}$."
-        if (gold, comp) not in seen:
-            seen.add((gold, comp))
+        if (gold, ans) not in seen:  # distinct checks, so the stage's de-duplication of repeats gives it nothing
+            seen.add((gold, ans))
             out.append((gold, comp))
     return out
 
@@ -123,6 +124,8 @@ def child(which: str, n: int, cores: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=1500)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="measure raw and stage this many times, alternating which goes first (the machine is shared)")
     ap.add_argument("--child", choices=["raw-answers", "raw-completions", "stage"])
     ap.add_argument("--raw-completions", action="store_true",
                     help="also time math-verify's own extraction on whole completions (slow: minutes)")
@@ -137,29 +140,31 @@ def main() -> None:
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         return json.loads(out.strip().splitlines()[-1])
 
-    raw = measure("raw-answers", 1)
-    rawc = measure("raw-completions", 1) if a.raw_completions else None
-    s1 = measure("stage", 1)
-    s2 = measure("stage", 2)
     n = a.pairs
-    print(f"{n} completions ({s1['checks']} distinct (gold, answer) checks); correct: raw {raw['correct']}, "
-          f"stage {s1['correct']} / {s2['correct']}; machine has {len(os.sched_getaffinity(0))} cores, shared")
-    print(f"{'':<34}{'checks/s':>10}{'vs raw':>9}")
-    print(f"{'raw math_verify.verify, 1 core':<34}{n / raw['seconds']:>10.0f}{1.0:>9.2f}   "
-          "(parse + verify of the extracted answers)")
-    if rawc:
-        print(f"{'raw, on whole completions':<34}{n / rawc['seconds']:>10.0f}{raw['seconds'] / rawc['seconds']:>9.2f}   "
-              f"(math-verify's own extraction; correct {rawc['correct']})")
-    for label, s in (("stage, 1 worker, 1 core", s1), ("stage, 2 workers, 2 cores", s2)):
-        print(f"{label:<34}{n / s['seconds']:>10.0f}{raw['seconds'] / s['seconds']:>9.2f}   "
-              f"(steady state {n / s['seconds_steady']:.0f}/s = {raw['seconds'] / s['seconds_steady']:.2f}x; "
-              f"cold pool start {s['cold_startup']:.1f} s not included)")
-    dedup = s1["checks"] / n
-    print(f"per distinct check (the stage grades identical pairs once; raw does not): stage 1 worker "
-          f"{raw['seconds'] / s1['seconds'] * dedup:.2f}x raw")
-    print(f"scaling 1 -> 2 workers: {s1['seconds'] / s2['seconds']:.2f}x (steady state "
-          f"{s1['seconds_steady'] / s2['seconds_steady']:.2f}x)")
-
+    print(f"{n} completions; machine has {len(os.sched_getaffinity(0))} cores, shared; {a.rounds} rounds, "
+          "each timing every side back to back in fresh processes")
+    print(f"{'round':<6}{'raw 1 core':>12}{'stage 1 worker':>16}{'stage/raw':>11}{'stage 2 workers':>17}{'scaling':>9}")
+    ratios, scalings = [], []
+    for r in range(a.rounds):
+        order = [("raw", "raw-answers", 1), ("s1", "stage", 1), ("s2", "stage", 2)]
+        if r % 2:
+            order.reverse()
+        got = {key: measure(which, cores) for key, which, cores in order}
+        raw, s1, s2 = got["raw"], got["s1"], got["s2"]
+        if not raw["correct"] == s1["correct"] == s2["correct"]:
+            raise SystemExit(f"verdicts disagree: raw {raw['correct']}, stage {s1['correct']} / {s2['correct']} correct")
+        ratios.append(raw["seconds"] / s1["seconds"])
+        scalings.append(s1["seconds"] / s2["seconds"])
+        print(f"{r + 1:<6}{n / raw['seconds']:>10.0f}/s{n / s1['seconds']:>14.0f}/s{ratios[-1]:>10.2f}x"
+              f"{n / s2['seconds']:>15.0f}/s{scalings[-1]:>8.2f}x")
+    print(f"median stage / raw on 1 core: {statistics.median(ratios):.2f}x (target >= 0.9x); "
+          f"median scaling 1 -> 2 workers: {statistics.median(scalings):.2f}x")
+    print(f"correct verdicts: {raw['correct']} on every side; stage checks {s1['checks']} distinct (gold, answer) pairs; "
+          f"stage times include extraction and the pool's start (a cold pool start, {s1['cold_startup']:.1f} s, is not)")
+    if a.raw_completions:
+        rawc = measure("raw-completions", 1)
+        print(f"raw math-verify on whole completions (its own extraction): {n / rawc['seconds']:.0f}/s, "
+              f"correct {rawc['correct']}")
 
 if __name__ == "__main__":
     main()

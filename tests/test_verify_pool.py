@@ -31,6 +31,16 @@ def boom(gold: str, answer: str, *, options: GradeOptions) -> Grade:
     return grade(gold, answer, options=options)
 
 
+def crash(gold: str, answer: str, *, options: GradeOptions) -> Grade:
+    """A check that takes its worker down the way a segfault in C code would."""
+    if answer == "crash":
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return grade(gold, answer, options=options)
+
+
 def test_poisoned_batch_finishes_within_the_bound():
     timeout = 1.0
     good = [(str(i), str(i)) for i in range(20)] + [("\\frac{1}{2}", "0.5"), ("8", "9")]
@@ -57,6 +67,18 @@ def test_memory_limit_is_an_error_not_a_crash():
         out = pool.map([("1", "1"), ("1", "hog"), ("2", "2")])
     assert out[0].status == "correct" and out[2].status == "correct"
     assert out[1].status == "error" and "memory limit of 768 MiB" in out[1].detail
+
+
+def test_a_worker_that_crashes_mid_batch_costs_only_that_item():
+    # one batch holds items finished before the crash (answered once per batch, so not yet sent) and items after it
+    pairs = [(str(i), str(i)) for i in range(5)] + [("1", "crash")] + [(str(i), str(i + 1)) for i in range(5)]
+    done: list[int] = []
+    with GradePool(workers=1, timeout_s=10, memory_mb=1024, batch_size=16, fn=crash) as pool:
+        out = pool.map(pairs, on_done=done.append)
+        assert pool.restarts == 1
+    assert [g.status for g in out] == ["correct"] * 5 + ["error"] + ["incorrect"] * 5
+    assert "worker died" in out[5].detail
+    assert sorted(done) == list(range(len(pairs)))  # every item reported once
 
 
 def test_a_raising_check_is_an_error():
