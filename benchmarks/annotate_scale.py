@@ -1,13 +1,14 @@
 """Annotate over N synthetic rollouts vs the equivalent raw DuckDB query: wall time and peak memory.
 
-    .venv/bin/python benchmarks/annotate_scale.py --rows 10000000     # the figures in the README
+    .venv/bin/python benchmarks/annotate_scale.py --rows 10000000 --repeat 3   # the figures in the README
     .venv/bin/python benchmarks/annotate_scale.py --rows 200000       # a quick look
 
 Generates (once per row count, with DuckDB) N rollouts of N/k problems (k = 8) with verdicts of the
 current verifier_id under benchmarks/out/annotate-<N>/, pass rates spread over every band, 2 %
 truncated, 1 % hedged with two answers. Then three phases, each in its own process (imports not
 timed; peak RSS = that process's own ru_maxrss, DuckDB included), all under the same DuckDB memory
-limit (``annotate.memory_limit_mb``) and settings, run back to back (``--repeat`` interleaves them):
+limit (``annotate.memory_limit_mb``) and settings, run back to back; ``--repeat N`` runs N rounds,
+alternating the order, and reports each round's stage / raw ratio and their median:
 
 * **stage**: ``pipeline.annotate.run`` without plots: difficulty (counts, token mean/std, pass rate,
   Jeffreys interval, pass@k, learnability, band, band_confidence, flag_rates, flagged_correct_rate)
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -245,21 +247,25 @@ def main() -> None:
     generate(out, a.rows)
     print(f"data: {a.rows:,} rollouts under {out} ({time.perf_counter() - t:.1f} s to generate or reuse)", flush=True)
     runs: dict[str, list[dict]] = {"raw-agg": [], "raw": [], "stage": []}
-    for _ in range(a.repeat):  # interleaved, so that load from other work hits every side alike
+    print(f"{'round':<7}{'aggregation only':>18}{'raw equivalent':>16}{'stage':>9}{'stage / raw':>13}{'stage peak':>12}")
+    for r in range(a.repeat):  # interleaved, alternating the order, so load from other work hits every side alike
+        order = list(runs) if r % 2 == 0 else list(reversed(runs))
+        got = {name: measure(name, out) for name in order}
         for name in runs:
-            runs[name].append(measure(name, out))
-            print(f"  {name}: {runs[name][-1]['seconds']:.2f} s", flush=True)
-    agg, raw, stage = (min(runs[n], key=lambda r: r["seconds"]) for n in runs)
-    cols = ("raw: aggregation only", "raw: equivalent", "annotate stage")
-    print(f"{'':<16}" + "".join(f"{c:>24}" for c in cols))
-    print(f"{'wall seconds':<16}" + "".join(f"{r['seconds']:>24.2f}" for r in (agg, raw, stage)))
-    print(f"{'peak RSS (MiB)':<16}" + "".join(f"{r['peak_mib']:>24.0f}" for r in (agg, raw, stage)))
-    print(f"{'groups':<16}" + "".join(f"{r['groups']:>24,}" for r in (agg, raw, stage)))
-    print(f"{'flags':<16}{'-':>24}{raw['flags']:>24,}{stage['flags']:>24,}")
-    print(f"stage / raw equivalent = {stage['seconds'] / raw['seconds']:.2f}x (target <= 1.5x); "
-          f"stage / raw aggregation only = {stage['seconds'] / agg['seconds']:.2f}x; "
-          f"stage peak {stage['peak_mib']:.0f} MiB (target < 1024); bands: {stage['bands']}")
-
+            runs[name].append(got[name])
+        agg, raw, stage = got["raw-agg"], got["raw"], got["stage"]
+        print(f"{r + 1:<7}{agg['seconds']:>16.1f} s{raw['seconds']:>14.1f} s{stage['seconds']:>7.1f} s"
+              f"{stage['seconds'] / raw['seconds']:>12.2f}x{stage['peak_mib']:>8.0f} MiB", flush=True)
+    ratios = [s["seconds"] / r["seconds"] for s, r in zip(runs["stage"], runs["raw"], strict=True)]
+    raw, stage = runs["raw"][-1], runs["stage"][-1]
+    print(f"groups {stage['groups']:,} (raw {raw['groups']:,}); flags {stage['flags']:,} (raw {raw['flags']:,}); "
+          f"bands {stage['bands']}")
+    print(f"median stage / raw equivalent = {statistics.median(ratios):.2f}x (target <= 1.5x; rounds: "
+          f"{', '.join(f'{x:.2f}' for x in ratios)}); median stage / aggregation only = "
+          f"{statistics.median(s['seconds'] / g['seconds'] for s, g in zip(runs['stage'], runs['raw-agg'], strict=True)):.2f}x")
+    print(f"peak RSS: stage {max(x['peak_mib'] for x in runs['stage']):.0f} MiB (target < 1024), "
+          f"raw equivalent {max(x['peak_mib'] for x in runs['raw']):.0f} MiB, "
+          f"aggregation only {max(x['peak_mib'] for x in runs['raw-agg']):.0f} MiB")
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,16 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from pipeline.annotate.flags import DETECTORS, SAMPLE_COLUMNS, FlagOptions, candidate_sql, get_detectors, run_detectors, steps
+from pipeline.annotate.flags import (
+    DETECTORS,
+    SAMPLE_COLUMNS,
+    SIDE_COLUMNS,
+    FlagOptions,
+    candidate_sql,
+    get_detectors,
+    run_detectors,
+    steps,
+)
 from pipeline.config import ConfigError
 
 GOLDEN = yaml.safe_load((Path(__file__).parent / "data/flags_golden.yaml").read_text())
@@ -53,6 +62,41 @@ def test_golden(case):
             assert hit.score == pytest.approx(case["score"], abs=1e-4)
     if case["fires"]:
         assert steps(row["completion"]) == row["steps"] or case["detector"] != "computation_skip"
+
+
+def _side_table(rows: list[dict], side: str) -> pa.Table:
+    return pa.table({c: pa.array([r[c] for r in rows], TYPES.get(c, pa.string())) for c in SIDE_COLUMNS[side]})
+
+
+@pytest.mark.parametrize("name", list(DETECTORS))
+def test_scan_uses_only_its_side_and_holds_wherever_where_does(name):
+    # the stage finds candidate keys with `scan` over one side's columns (a column of the other side would fail to
+    # bind here), then evaluates `where` on the joined rows: a row `where` accepts must never be missed by `scan`
+    det, opts = DETECTORS[name], FlagOptions()
+    rows = [_row(c) for c in CASES]
+    con = duckdb.connect()
+    con.register("samples", pa.table({c: pa.array([r[c] for r in rows], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}))
+    con.register("side", _side_table(rows, det.side))
+    where = {r[0] for r in con.execute(f"SELECT rowid FROM (SELECT row_number() OVER () - 1 AS rowid, * FROM samples) "
+                                         f"WHERE {det.where_sql(opts)}").fetchall()}
+    scan = {r[0] for r in con.execute(f"SELECT rowid FROM (SELECT row_number() OVER () - 1 AS rowid, * FROM side) "
+                                        f"WHERE {det.scan_sql(opts)}").fetchall()}
+    assert where, f"no golden row is a {name} candidate"
+    assert where <= scan, [rows[i]["completion"] for i in where - scan]
+
+
+def test_candidate_keys_cover_the_full_scan():
+    from pipeline.annotate.flags import candidate_keys_sql
+
+    rows = [{**_row(c), "sample_idx": i} for i, c in enumerate(CASES)]
+    con = duckdb.connect()
+    con.register("samples", pa.table({c: pa.array([r[c] for r in rows], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}))
+    for side in SIDE_COLUMNS:
+        con.register(f"{side[:-1]}_samples", _side_table(rows, side))
+    dets, opts = get_detectors(None), FlagOptions()
+    full = {r[:3] for r in con.execute(candidate_sql(dets, opts)).fetchall()}
+    keys = set(con.execute(candidate_keys_sql(dets, opts)).fetchall())
+    assert full and full <= keys
 
 
 def test_runner_counts_and_batches():

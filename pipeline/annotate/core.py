@@ -10,7 +10,7 @@ of each flag detector (:mod:`pipeline.annotate.flags`). One real difficulty row:
     "What is 52 - 27?"  n 8, n_correct 1, pass_rate 0.125, ci [0.014, 0.454], band too_hard,
     band_confidence 0.66, pass_at_k {1: 0.125, 2: 0.25, 4: 0.5, 8: 1.0}, learnability 0.109
 
-Steps: :func:`prepare` (group counts, the ``samples`` view), :func:`flag_batches` (detectors),
+Steps: :func:`prepare` (group counts; the ``samples`` view and its two sides), :func:`flag_batches` (detectors),
 :func:`difficulty_sql` (the final SELECT, given a relation holding the flag hits), :func:`difficulty_batches`
 (its rows as batches of the declared schema).
 """
@@ -32,6 +32,7 @@ from pipeline.annotate.flags import (
     Detector,
     FlagCounts,
     FlagOptions,
+    candidate_keys_sql,
     candidate_sql,
     get_detectors,
     run_detectors,
@@ -107,15 +108,29 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
         WHERE {'true' if no_ref else 'false'} AND v.status = 'correct'
           AND v.problem_id IN (SELECT problem_id FROM _problems WHERE coalesce(ref_steps, 0) = 0)
         GROUP BY ALL""")
-    con.execute(f"""CREATE OR REPLACE TEMP VIEW samples AS
+    # each side on its own, for the detectors' candidate scans (flags.SIDE_COLUMNS), then both joined
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW rollout_samples AS
+        SELECT r.problem_id, r.policy_id, r.sample_idx, r.completion, r.n_tokens, r.finish_reason, p.question,
+               {steps} AS steps, p.ref_steps, m.median_correct_steps
+        FROM rollouts r JOIN _problems p USING (problem_id) LEFT JOIN _median m USING (problem_id, policy_id)""")
+    con.execute("""CREATE OR REPLACE TEMP VIEW verdict_samples AS
+        SELECT v.problem_id, v.policy_id, v.sample_idx, v.status, v.extracted, p.question, g.n, g.n_correct,
+               g.n_correct / g.n AS pass_rate
+        FROM _v v JOIN _groups g USING (problem_id, policy_id) JOIN _problems p USING (problem_id)""")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW samples AS {_samples_sql('_v', 'rollouts')}")
+    return Annotation(con, config, verifier_id, detectors, opts)
+
+
+def _samples_sql(verdicts: str, rollouts: str) -> str:
+    """One row per verified rollout with its problem, its group's counts and its steps (flags.SAMPLE_COLUMNS)."""
+    return f"""
         SELECT v.problem_id, v.policy_id, v.sample_idx, v.status, v.extracted, r.completion, r.n_tokens,
                r.finish_reason, p.question, g.n, g.n_correct, g.n_correct / g.n AS pass_rate,
-               {steps} AS steps, p.ref_steps, m.median_correct_steps
-        FROM _v v JOIN rollouts r USING (problem_id, policy_id, sample_idx)
+               {STEPS_SQL.format(x="r.completion")} AS steps, p.ref_steps, m.median_correct_steps
+        FROM {verdicts} v JOIN {rollouts} r USING (problem_id, policy_id, sample_idx)
         JOIN _groups g USING (problem_id, policy_id)
         JOIN _problems p USING (problem_id)
-        LEFT JOIN _median m USING (problem_id, policy_id)""")
-    return Annotation(con, config, verifier_id, detectors, opts)
+        LEFT JOIN _median m USING (problem_id, policy_id)"""
 
 
 def _lut(pairs: Sequence[tuple[int, int]], config: AnnotateConfig) -> pa.Table:
@@ -137,8 +152,18 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
     """Stream the candidate rows through the detectors; yield hit batches (``HITS_SCHEMA``)."""
     if not ann.detectors:
         return
-    # one scan of the big join: every candidate row, with a mark per detector (a small temp table)
-    ann.con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {candidate_sql(ann.detectors, ann.opts)}")
+    # the candidate keys from one scan of each side, then only those rows joined (the join of every rollout's
+    # text to its verdict was most of the stage's time), with a mark per detector: a small temp table
+    con = ann.con
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys AS {candidate_keys_sql(ann.detectors, ann.opts)}")
+    key = "USING (problem_id, policy_id, sample_idx)"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _cand_v AS SELECT * FROM _v SEMI JOIN _keys {key}")
+    con.execute("CREATE OR REPLACE TEMP TABLE _cand_r AS SELECT problem_id, policy_id, sample_idx, completion, n_tokens, "
+                f"finish_reason FROM rollouts SEMI JOIN _keys {key}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS "
+                f"{candidate_sql(ann.detectors, ann.opts, source='(' + _samples_sql('_cand_v', '_cand_r') + ')')}")
+    for t in ("_keys", "_cand_v", "_cand_r"):
+        con.execute(f"DROP TABLE {t}")
     sql_dets = [d for d in ann.detectors if d.sql_only]
     py_dets = [d for d in ann.detectors if not d.sql_only]
     if sql_dets:  # DuckDB writes these hits itself: no row goes through Python
@@ -178,8 +203,10 @@ def difficulty_sql(ann: Annotation, *, hits: str) -> str:
         LEFT JOIN ({agg}) f USING (problem_id, policy_id)"""
 
 
-def difficulty_batches(ann: Annotation, *, hits: str, batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
-    """The difficulty rows in key order, as validated batches of the declared schema."""
+def difficulty_batches(ann: Annotation, *, hits: str, batch_rows: int = 16_384) -> Iterator[pa.RecordBatch]:
+    """The difficulty rows in key order, as validated batches of the declared schema.
+
+    ``batch_rows``: 16k rows keep the stage's peak ~115 MiB lower than 64k at 10M rollouts, for ~0.5 s more."""
     sch = schema("difficulty")
     reader = ann.con.sql(difficulty_sql(ann, hits=hits) + " ORDER BY problem_id, policy_id").to_arrow_reader(batch_rows)
     for batch in reader:

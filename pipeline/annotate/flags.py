@@ -5,7 +5,14 @@ per verified rollout, with its problem and its group's counts) that selects the 
 cheaply inside DuckDB, and a Python ``detect(row, opts) -> Hit | None`` that decides and
 writes the evidence. The runner (:func:`run_detectors`) streams only candidate rows out of
 DuckDB in Arrow batches, so a detector never sees the rows it cannot fire on and never
-batches, counts or reports progress itself. Columns of a ``samples`` row::
+batches, counts or reports progress itself.
+
+Joining every rollout's text to its verdict is the expensive part at scale, so each detector
+also names its ``side``: ``rollouts`` (its candidates are decided by the rollout's own columns
+and its problem) or ``verdicts`` (by the verdict, the group's counts and the problem). A
+``scan`` predicate over that side alone (default: ``where``) must hold whenever ``where`` does;
+the candidate keys come from one scan of each side (:func:`candidate_keys_sql`), and only those
+rows are joined into ``samples`` rows. Columns of a ``samples`` row::
 
     problem_id policy_id sample_idx status extracted completion n_tokens finish_reason
     question n n_correct pass_rate steps ref_steps median_correct_steps
@@ -75,21 +82,40 @@ class Detector:
     # hits (no row reaches Python) and `detect` is the reference the tests compare the SQL with
     score_sql: str | None = None
     evidence_sql: str | None = None
+    side: str = "rollouts"  # the side whose columns decide the candidates: "rollouts" or "verdicts"
+    scan: str | None = None  # a predicate over that side's columns only that `where` implies (default: `where`)
 
     @property
     def sql_only(self) -> bool:
         return self.score_sql is not None and self.evidence_sql is not None
 
+    def where_sql(self, opts: FlagOptions) -> str:
+        return self.where.format(opts=opts)
+
+    def scan_sql(self, opts: FlagOptions) -> str:
+        return (self.scan or self.where).format(opts=opts)
+
 
 DETECTORS: dict[str, Detector] = {}
 
 
-def register(name: str, *, kind: str, where: str, score_sql: str | None = None, evidence_sql: str | None = None) -> Callable:
+# the columns each side's scan can see (views built by pipeline.annotate.core.prepare)
+SIDE_COLUMNS = {
+    "rollouts": ("problem_id", "policy_id", "sample_idx", "completion", "n_tokens", "finish_reason", "question", "steps",
+                 "ref_steps", "median_correct_steps"),
+    "verdicts": ("problem_id", "policy_id", "sample_idx", "status", "extracted", "question", "n", "n_correct", "pass_rate"),
+}
+
+
+def register(name: str, *, kind: str, where: str, score_sql: str | None = None, evidence_sql: str | None = None,
+             side: str = "rollouts", scan: str | None = None) -> Callable:
     if kind not in KINDS:
         raise ValueError(f"unknown detector kind {kind!r}; known: {KINDS}")
+    if side not in SIDE_COLUMNS:
+        raise ValueError(f"unknown detector side {side!r}; known: {tuple(SIDE_COLUMNS)}")
 
     def deco(fn: Callable[[dict, FlagOptions], Hit | None]) -> Callable:
-        DETECTORS[name] = Detector(name, kind, where, fn, (fn.__doc__ or "").strip(), score_sql, evidence_sql)
+        DETECTORS[name] = Detector(name, kind, where, fn, (fn.__doc__ or "").strip(), score_sql, evidence_sql, side, scan)
         return fn
 
     return deco
@@ -119,7 +145,8 @@ def steps(text: str) -> int:
 
 # -- detectors ---------------------------------------------------------------------------------
 
-@register("rare_success", kind="risk", where="status = 'correct' AND pass_rate <= {opts.rare_success_max_pass_rate}",
+@register("rare_success", kind="risk", side="verdicts",
+          where="status = 'correct' AND pass_rate <= {opts.rare_success_max_pass_rate}",
           score_sql="sqrt((1 - pass_rate) / pass_rate)",
           evidence_sql="format('{{}} of {{}} correct (pass rate {{:.3f}}): GRPO advantage {{:.2f}}', n_correct, n, pass_rate,"
                        " sqrt((1 - pass_rate) / pass_rate))")
@@ -151,7 +178,7 @@ def _number(text: str) -> float | None:
     return v if math.isfinite(v) else None
 
 
-@register("answer_in_question", kind="shortcut",
+@register("answer_in_question", kind="shortcut", side="verdicts",
           where="status = 'correct' AND extracted IS NOT NULL"
                 " AND contains(replace(question, ',', ''),"
                 " regexp_replace(replace(extracted, ',', ''), '^[\\s$]+|[\\s$.]+$', '', 'g'))"
@@ -179,6 +206,8 @@ def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
                 " THEN steps < {opts.computation_skip_ratio} * ref_steps"
                 " ELSE n_correct >= {opts.computation_skip_min_correct}"
                 " AND steps < {opts.computation_skip_ratio} * median_correct_steps END",
+          scan="steps < {opts.computation_skip_ratio}"
+               " * CASE WHEN coalesce(ref_steps, 0) > 0 THEN ref_steps ELSE median_correct_steps END",
           score_sql="steps / CASE WHEN coalesce(ref_steps, 0) > 0 THEN ref_steps ELSE median_correct_steps END",
           evidence_sql="format('{{}} steps where {{}} has {{:g}}', steps,"
                        " CASE WHEN coalesce(ref_steps, 0) > 0 THEN 'the reference solution' ELSE 'the median correct sample' END,"
@@ -201,13 +230,13 @@ def computation_skip(row: dict, opts: FlagOptions) -> Hit | None:
     return Hit(have / need, f"{have} steps where {basis} has {need:g}")
 
 
-def _count_sql(needle: str) -> str:
-    return f"(length(completion) - length(replace(completion, '{needle}', ''))) // {len(needle)}"
+# where a final answer can be stated: every candidate (pipeline.verify.extract.candidates) starts at one of
+# these, so N candidates need N matches (case-insensitive "answer" covers "The ANSWER to the question is")
+_MARKERS = r"(?:answer|\\boxed|\\fbox|####)"
 
 
 @register("answer_repetition", kind="shortcut",
-          where=f"{_count_sql('nswer is')} + {_count_sql(chr(92) + 'boxed')} + {_count_sql('####')}"
-                " >= {opts.answer_repetition_min}"
+          where=f"regexp_matches(completion, '(?is)(?:.*?{_MARKERS}){{{{{{opts.answer_repetition_min}}}}}}')"
                 " OR length(completion) - length(replace(completion, chr(10), '')) >= {opts.line_repetition_min} - 1")
 def answer_repetition(row: dict, opts: FlagOptions) -> Hit | None:
     """The final answer stated many times, or one line written many times.
@@ -253,8 +282,7 @@ def repetition_loop(row: dict, opts: FlagOptions) -> Hit | None:
     return None
 
 
-@register("multiple_answers", kind="shortcut",
-          where=r"regexp_matches(completion, '(?is)(answer is|\\boxed|\\fbox|####).*(answer is|\\boxed|\\fbox|####)')")
+@register("multiple_answers", kind="shortcut", where=f"regexp_matches(completion, '(?is){_MARKERS}.*{_MARKERS}')")
 def multiple_answers(row: dict, opts: FlagOptions) -> Hit | None:
     """Several different final answers (boxes, '####' lines, "the answer is" phrases): hedging.
 
@@ -281,10 +309,22 @@ SAMPLE_COLUMNS = ("problem_id", "policy_id", "sample_idx", "status", "extracted"
 
 def candidate_sql(detectors: Sequence[Detector], opts: FlagOptions, *, source: str = "samples") -> str:
     """One scan: every row that is a candidate of at least one detector, with a boolean column per detector."""
-    preds = [f"({d.where.format(opts=opts)})" for d in detectors]
+    preds = [f"({d.where_sql(opts)})" for d in detectors]
     marks = (f"coalesce({p}, false) AS \"c_{d.name}\"" for p, d in zip(preds, detectors, strict=True))
     cols = ", ".join([*SAMPLE_COLUMNS, *marks])
     return f"SELECT {cols} FROM {source} WHERE " + " OR ".join(preds)
+
+
+def candidate_keys_sql(detectors: Sequence[Detector], opts: FlagOptions, *, rollouts: str = "rollout_samples",
+                       verdicts: str = "verdict_samples") -> str:
+    """The keys of every candidate row: one scan of each side with the ``scan`` predicates of its detectors."""
+    parts = []
+    for side, source in (("rollouts", rollouts), ("verdicts", verdicts)):
+        preds = [f"({d.scan_sql(opts)})" for d in detectors if d.side == side]
+        if preds:
+            parts.append(f"SELECT problem_id, policy_id, sample_idx FROM {source} WHERE " + " OR ".join(preds))
+    return " UNION ".join(parts) if parts else "SELECT NULL::VARCHAR AS problem_id, NULL::VARCHAR AS policy_id, " \
+        "NULL::BIGINT AS sample_idx WHERE false"
 
 
 def sql_hits_sql(detectors: Sequence[Detector], opts: FlagOptions, *, source: str) -> str:

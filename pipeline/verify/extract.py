@@ -59,6 +59,9 @@ _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
 def _until_sentence_end(text: str) -> str:
     """Text up to the end of its sentence; ``$...$`` spans are kept whole (they may hold periods)."""
+    if "$" not in text:  # the common case, without the walk
+        m = _SENTENCE_END.search(text)
+        return text[:m.start()] if m else text
     out, i, in_math = [], 0, False
     while i < len(text):
         c = text[i]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pydantic import Field
 
@@ -73,6 +74,8 @@ _WHICH_IS = re.compile(r"(?i),?\s+which\s+is\s+")
 
 def _last_rhs(a: str) -> str:
     """``4 + 2 + 10 = 24 bars`` -> ``24 bars``; ``..., which is 12`` -> ``12`` (outside braces only)."""
+    if "=" not in a and "which" not in a.lower():  # the common case, without the walk
+        return a
     parts = _WHICH_IS.split(a)
     a = parts[-1] if len(parts) > 1 and parts[-1].strip() else a
     depth, cut = 0, -1
@@ -83,6 +86,7 @@ def _last_rhs(a: str) -> str:
     return a[cut + 1:].strip() if cut >= 0 and a[cut + 1:].strip() else a
 
 
+@lru_cache(maxsize=65536)  # answers repeat across a problem's k samples
 def normalize_answer(answer: str) -> str:
     """Strip math delimiters and a currency sign, keep the last right-hand side of an equation, drop a trailing
     percent sign and trailing unit words."""
