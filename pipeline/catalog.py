@@ -4,7 +4,8 @@ Views use paths relative to the repository root, so ``data/passband.duckdb`` kee
 when the repository is moved or cloned (open it from the root: ``duckdb data/passband.duckdb``).
 ``passband sql`` builds the same views in memory, so it always sees the current shards.
 Extra views live as ``pipeline/views/<name>.sql`` files (one SELECT each) and are created
-after the tables, in name order.
+after the tables, in name order. ``flag_kinds`` (flag, kind, description) comes from the flag
+detector registry, so views and queries select e.g. the shortcut flags without naming them.
 """
 
 from __future__ import annotations
@@ -48,9 +49,22 @@ def extra_views() -> list[tuple[str, str]]:
     return [(f.stem, f.read_text()) for f in sorted(VIEWS_DIR.glob("*.sql"))]
 
 
+def flag_kinds_sql() -> str:
+    """The registered flag detectors as a VALUES relation: flag, kind, description (the first line of its doc)."""
+    from pipeline.annotate.flags import DETECTORS
+
+    def lit(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    rows = ", ".join(f"({lit(d.name)}, {lit(d.kind)}, {lit(d.doc.splitlines()[0].replace('``', '') if d.doc else '')})"
+                     for d in DETECTORS.values())
+    return f"SELECT * FROM (VALUES {rows}) t(flag, kind, description)"
+
+
 def create_views(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path) -> None:
     for name, dirs in table_dirs(params).items():
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {_table_sql(name, dirs, root)}")
+    con.execute(f"CREATE OR REPLACE VIEW flag_kinds AS {flag_kinds_sql()}")
     for name, sql in extra_views():
         try:
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")

@@ -72,6 +72,18 @@ def test_readme_query_runs(catalog, sql):
     assert df is not None and df.width > 0
 
 
+def test_flag_kinds_follow_the_registry_and_drive_flagged_correct(catalog):
+    from pipeline.annotate.flags import DETECTORS
+
+    params, root = catalog
+    kinds = query(params, "SELECT flag, kind FROM flag_kinds", root=root)
+    assert dict(zip(kinds["flag"], kinds["kind"], strict=True)) == {n: d.kind for n, d in DETECTORS.items()}
+    # flagged_correct lists exactly the shortcut flags on correct problems' rollouts, never a risk/degeneracy flag
+    seen = query(params, "SELECT DISTINCT unnest(flags_seen) AS flag FROM flagged_correct", root=root)["flag"].to_list()
+    shortcuts = {n for n, d in DETECTORS.items() if d.kind == "shortcut"}
+    assert seen and set(seen) <= shortcuts
+
+
 def test_views_see_the_annotations(catalog):
     params, root = catalog
     bands = query(params, "SELECT sum(problems) AS n FROM band_counts", root=root)

@@ -4,7 +4,7 @@ SELECT d.problem_id, d.policy_id, d.band, d.n_correct, d.flagged_correct_rate AS
        list_sort(list_distinct(list(f.flag) FILTER (WHERE f.flag IS NOT NULL))) AS flags_seen
 FROM difficulty d
 LEFT JOIN flags f ON f.problem_id = d.problem_id AND f.policy_id = d.policy_id
-  AND f.flag IN ('answer_repetition', 'computation_skip', 'answer_in_question', 'multiple_answers')
+  AND f.flag IN (SELECT flag FROM flag_kinds WHERE kind = 'shortcut')
 WHERE d.n_correct > 0
 GROUP BY d.problem_id, d.policy_id, d.band, d.n_correct, d.flagged_correct_rate
 ORDER BY flagged_share DESC, d.problem_id
