@@ -68,6 +68,34 @@ def test_verify_writes_verdicts_and_is_incremental(tmp_path):
     assert read_table(tmp_path / "data/verdicts", name="verdicts").num_rows == 24
 
 
+def test_retry_failed_replaces_timeout_and_error_verdicts(tmp_path):
+    import pyarrow.compute as pc
+
+    setup(tmp_path)
+    invoke(tmp_path)
+    vid = verifier_id(load_params(tmp_path / "params.yaml").verify)
+    [shard] = shard_paths(tmp_path / "data/verdicts")
+    v = read_table(tmp_path / "data/verdicts", name="verdicts").sort_by([(k, "ascending") for k in ("problem_id", "sample_idx")])
+    want = v.column("status").to_pylist()
+    # as if a worker had died on sample 0 and a check had timed out on sample 3 of p1; plus another verifier's timeout
+    rows = v.to_pylist()
+    rows[0]["status"], rows[7]["status"] = "error", "timeout"
+    other = {**rows[1], "verifier_id": "math-verify-0/other", "status": "timeout"}
+    write_table(schema("verdicts").from_rows([*rows, other]), shard, name="verdicts")
+
+    assert "0 new verdicts" in invoke(tmp_path).output  # without the flag, a failed verdict is a verdict
+    out = invoke(tmp_path, "--retry-failed").output
+    assert "2 new verdicts" in out
+    after = read_table(tmp_path / "data/verdicts", name="verdicts")
+    mine = after.filter(pc.equal(after.column("verifier_id"), vid)).sort_by(
+        [(k, "ascending") for k in ("problem_id", "sample_idx")])
+    assert mine.num_rows == 8 and mine.column("status").to_pylist() == want  # one verdict per key, the failures redone
+    theirs = after.filter(pc.equal(after.column("verifier_id"), "math-verify-0/other"))
+    assert theirs.column("status").to_pylist() == ["timeout"]  # another verifier's verdicts are not ours to retry
+    assert json.loads((tmp_path / "data/metrics/verify.json").read_text())["retried_failed"] == 2
+    assert "0 new verdicts" in invoke(tmp_path, "--retry-failed").output
+
+
 def test_reformulated_set(tmp_path):
     setup(tmp_path, base="data/reformulated")
     invoke(tmp_path, "--set", "reformulated")

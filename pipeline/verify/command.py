@@ -11,18 +11,22 @@ from pipeline.tablesets import SETS
 @click.command()
 @click.option("--set", "set_name", type=click.Choice(SETS), default="main", show_default=True,
               help="Table set: the main problems or the reformulated ones.")
+@click.option("--retry-failed", is_flag=True,
+              help="Verify again the rollouts whose verdict from the current verifier is `timeout` or `error` "
+                   "(replacing those verdicts).")
 @with_params
 @progress_option
-def command(*, params, root, set_name: str, progress: bool) -> None:
+def command(*, params, root, set_name: str, progress: bool, retry_failed: bool) -> None:
     """Turn rollouts into verdicts: extract the final answer, grade it against the gold with math-verify.
 
     Each check runs in a worker process with a CPU-time bound (verify.timeout_s) and a memory
     limit (verify.memory_mb); a check past its bound is killed and recorded as `timeout`.
-    Rollouts that already have a verdict from the same verifier_id are skipped.
+    Rollouts that already have a verdict from the same verifier_id are skipped; with
+    --retry-failed, those whose verdict is `timeout` or `error` are verified again.
     """
     from pipeline.verify import run
 
-    result = run(params, root=root, set_name=set_name, progress=progress)
+    result = run(params, root=root, set_name=set_name, progress=progress, retry_failed=retry_failed)
     m = result.metrics()
     click.echo(f"verify[{set_name}]: {result.verdicts.num_rows} new verdicts ({result.verifier_id}), "
                f"{result.checks} distinct checks, {result.restarts} worker restarts")
