@@ -22,7 +22,8 @@ alternating the order, and reports each round's stage / raw ratio and their medi
   ci_low/ci_high, pass_at_k and band_confidence (Beta quantiles and masses, not in DuckDB); the band
   uses the default ranges. Left out: computation_skip's median fallback (every synthetic problem
   has a reference solution) and repetition_loop's zlib test. On this data both sides write the same
-  flags (keys, flag, score) and the same difficulty counts, bands and flag_rates. ``flag_rates`` is
+  flags (keys, flag, score) and the same difficulty counts, bands, flag_rates and
+  flagged_correct_rate: the script checks that after the last round and prints it. ``flag_rates`` is
   a MAP built with ``map_from_entries``, DuckDB's only way to make one (~6 us a row); the stage
   builds it in Arrow instead.
 * **raw: aggregation only** (``RAW_AGG``): the per-group counts, pass rate and token mean/std alone,
@@ -222,6 +223,23 @@ def phase(name: str, out: Path) -> dict:
     return res
 
 
+def compare(out: Path) -> str:
+    """Rows that differ, both ways, between the stage's outputs and the raw SQL's (the columns both compute)."""
+    import duckdb
+
+    con = duckdb.connect(config={"memory_limit": "2GB"})
+    flags = "problem_id, policy_id, sample_idx, flag, round(score, 6)"
+    diff = "problem_id, policy_id, n, n_correct, n_no_answer, n_failed, band, flag_rates, flagged_correct_rate"
+    pairs = {"flags": (f"SELECT {flags} FROM '{out}/data/flags/*.parquet'", f"SELECT {flags} FROM '{out}/raw-flags.parquet'"),
+             "difficulty": (f"SELECT {diff} FROM '{out}/data/difficulty/*.parquet'",
+                            f"SELECT {diff} FROM '{out}/raw-difficulty.parquet'")}
+    parts = []
+    for name, (a, b) in pairs.items():
+        n = sum(con.execute(f"SELECT count(*) FROM ({x} EXCEPT ALL {y})").fetchone()[0] for x, y in ((a, b), (b, a)))
+        parts.append(f"{name} {'identical' if n == 0 else f'{n:,} rows differ'}")
+    return "; ".join(parts)
+
+
 def measure(name: str, out: Path) -> dict:
     """One phase in a fresh process; it reports its own peak RSS (ru_maxrss of itself, DuckDB included)."""
     proc = subprocess.run([sys.executable, __file__, "--phase", name, "--out", str(out)], capture_output=True, text=True)
@@ -263,6 +281,7 @@ def main() -> None:
     print(f"median stage / raw equivalent = {statistics.median(ratios):.2f}x (target <= 1.5x; rounds: "
           f"{', '.join(f'{x:.2f}' for x in ratios)}); median stage / aggregation only = "
           f"{statistics.median(s['seconds'] / g['seconds'] for s, g in zip(runs['stage'], runs['raw-agg'], strict=True)):.2f}x")
+    print(f"outputs of the last round, stage vs raw equivalent: {compare(out)}")
     print(f"peak RSS: stage {max(x['peak_mib'] for x in runs['stage']):.0f} MiB (target < 1024), "
           f"raw equivalent {max(x['peak_mib'] for x in runs['raw']):.0f} MiB, "
           f"aggregation only {max(x['peak_mib'] for x in runs['raw-agg']):.0f} MiB")
