@@ -49,21 +49,11 @@ def extra_views() -> list[tuple[str, str]]:
     return [(f.stem, f.read_text()) for f in sorted(VIEWS_DIR.glob("*.sql"))]
 
 
-def flag_kinds_sql() -> str:
-    """The registered flag detectors as a VALUES relation: flag, kind, description (the first line of its doc)."""
-    from pipeline.annotate.flags import DETECTORS
-
-    def lit(text: str) -> str:
-        return "'" + text.replace("'", "''") + "'"
-
-    rows = ", ".join(f"({lit(d.name)}, {lit(d.kind)}, {lit(d.doc.splitlines()[0].replace('``', '') if d.doc else '')})"
-                     for d in DETECTORS.values())
-    return f"SELECT * FROM (VALUES {rows}) t(flag, kind, description)"
-
-
 def create_views(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path) -> None:
     for name, dirs in table_dirs(params).items():
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {_table_sql(name, dirs, root)}")
+    from pipeline.annotate.flags import flag_kinds_sql
+
     con.execute(f"CREATE OR REPLACE VIEW flag_kinds AS {flag_kinds_sql()}")
     for name, sql in extra_views():
         try:

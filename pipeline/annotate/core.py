@@ -10,7 +10,8 @@ of each flag detector (:mod:`pipeline.annotate.flags`). One real difficulty row:
     "What is 52 - 27?"  n 8, n_correct 1, pass_rate 0.125, ci [0.014, 0.454], band too_hard,
     band_confidence 0.66, pass_at_k {1: 0.125, 2: 0.25, 4: 0.5, 8: 1.0}, learnability 0.109
 
-Steps: :func:`prepare` (group counts; the ``samples`` view and its two sides), :func:`flag_batches` (detectors),
+Steps: :func:`prepare` (group counts; the views of the two sides), :func:`flag_batches` (candidates as ``samples``
+rows, then the detectors),
 :func:`difficulty_sql` (the final SELECT, given a relation holding the flag hits), :func:`difficulty_batches`
 (its rows as batches of the declared schema).
 """
@@ -37,14 +38,11 @@ from pipeline.annotate.flags import (
     get_detectors,
     run_detectors,
     sql_hits_sql,
+    sql_literal,
 )
 from pipeline.annotate.stats import group_stats
 from pipeline.config import AnnotateConfig, parse_options
 from pipeline.schema import schema
-
-
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def flag_options(config: AnnotateConfig) -> FlagOptions:
@@ -73,10 +71,11 @@ class Annotation:
 
 
 def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_id: str) -> Annotation:
-    """Group counts (``_groups``), the stats of each distinct (n, n_correct) (``_lut``) and the ``samples`` view."""
+    """Group counts (``_groups``), the stats of each distinct (n, n_correct) (``_lut``) and the two sides' views
+    (``rollout_samples``, ``verdict_samples``) that the detectors' candidate scans read."""
     detectors = get_detectors(config.flags)
     opts = flag_options(config)
-    vid = _q(verifier_id)
+    vid = sql_literal(verifier_id)
     con.execute(f"""CREATE OR REPLACE TEMP VIEW _v AS
         SELECT problem_id, policy_id, sample_idx, status, extracted FROM verdicts WHERE verifier_id = {vid}""")
     con.execute("""CREATE OR REPLACE TEMP TABLE _groups AS
@@ -117,7 +116,6 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
         SELECT v.problem_id, v.policy_id, v.sample_idx, v.status, v.extracted, p.question, g.n, g.n_correct,
                g.n_correct / g.n AS pass_rate
         FROM _v v JOIN _groups g USING (problem_id, policy_id) JOIN _problems p USING (problem_id)""")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW samples AS {_samples_sql('_v', 'rollouts')}")
     return Annotation(con, config, verifier_id, detectors, opts)
 
 
@@ -184,17 +182,18 @@ def difficulty_sql(ann: Annotation, *, hits: str) -> str:
     ``flag_rates`` comes out as a list of ``{key, value}`` structs; :func:`difficulty_batches` makes it the MAP.
     """
     shortcut = [d.name for d in ann.detectors if d.kind == "shortcut"]
-    counts = ", ".join(f"count(*) FILTER (WHERE flag = {_q(d.name)}) AS \"f_{d.name}\"" for d in ann.detectors)
-    in_short = ", ".join(_q(s) for s in shortcut) or "NULL"
+    counts = ", ".join(f"count(*) FILTER (WHERE flag = {sql_literal(d.name)}) AS \"f_{d.name}\"" for d in ann.detectors)
+    in_short = ", ".join(sql_literal(s) for s in shortcut) or "NULL"
     # flag_rates as a list of (key, value) structs: DuckDB's map construction costs ~6 us a row (7 s for 1.25M
     # groups); :func:`difficulty_batches` turns the list into the declared MAP in Arrow, without copying
-    entries = ", ".join(f"{{'key': {_q(d.name)}, 'value': coalesce(f.\"f_{d.name}\", 0) / g.n}}" for d in ann.detectors)
+    entries = ", ".join(f"{{'key': {sql_literal(d.name)}, 'value': coalesce(f.\"f_{d.name}\", 0) / g.n}}" for d in ann.detectors)
     flag_rates = f"[{entries}]" if entries else "[]::STRUCT(key VARCHAR, value DOUBLE)[]"
     agg = (f"SELECT problem_id, policy_id, {counts + ',' if counts else ''} "
            f"count(DISTINCT sample_idx) FILTER (WHERE correct AND flag IN ({in_short})) AS flagged_correct "
            f"FROM {hits} GROUP BY ALL")
     return f"""
-        SELECT g.problem_id, g.policy_id, {_q(ann.verifier_id)} AS verifier_id, g.n, g.n_correct, g.n_no_answer, g.n_failed,
+        SELECT g.problem_id, g.policy_id, {sql_literal(ann.verifier_id)} AS verifier_id,
+               g.n, g.n_correct, g.n_no_answer, g.n_failed,
                s.pass_rate, s.ci_low, s.ci_high, s.pass_at_k, s.learnability, s.band, s.band_confidence,
                g.mean_tokens_correct, g.std_tokens_correct, g.mean_tokens_incorrect, g.std_tokens_incorrect,
                {flag_rates} AS flag_rates,

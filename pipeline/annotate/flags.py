@@ -323,8 +323,19 @@ def candidate_keys_sql(detectors: Sequence[Detector], opts: FlagOptions, *, roll
         preds = [f"({d.scan_sql(opts)})" for d in detectors if d.side == side]
         if preds:
             parts.append(f"SELECT problem_id, policy_id, sample_idx FROM {source} WHERE " + " OR ".join(preds))
-    return " UNION ".join(parts) if parts else "SELECT NULL::VARCHAR AS problem_id, NULL::VARCHAR AS policy_id, " \
-        "NULL::BIGINT AS sample_idx WHERE false"
+    return " UNION ".join(parts)
+
+
+def sql_literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def flag_kinds_sql() -> str:
+    """The registered detectors as a VALUES relation: flag, kind, description (the first line of its doc)."""
+    rows = ", ".join(f"({sql_literal(d.name)}, {sql_literal(d.kind)}, "
+                     f"{sql_literal(d.doc.splitlines()[0].replace('``', '') if d.doc else '')})" for d in DETECTORS.values())
+    return f"SELECT * FROM (VALUES {rows}) t(flag, kind, description)"
 
 
 def sql_hits_sql(detectors: Sequence[Detector], opts: FlagOptions, *, source: str) -> str:

@@ -43,7 +43,6 @@ def write_plots(con: duckdb.DuckDBPyConnection, source: str, out_dir: Path, *, s
     atomic_write_text(paths[0], hist.write_csv())
     atomic_write_text(paths[1], scatter.write_csv())
 
-    import io
 
     import matplotlib
 
@@ -62,11 +61,7 @@ def write_plots(con: duckdb.DuckDBPyConnection, source: str, out_dir: Path, *, s
     ax.set_title("pass-rate histogram")
     if hist.height:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write_bytes(pngs[0], buf.getvalue())
+    _save_png(fig, pngs[0])
 
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     colors = {"too_easy": "tab:blue", "learnable": "tab:green", "too_hard": "tab:orange", "unsolved": "tab:red"}
@@ -80,9 +75,18 @@ def write_plots(con: duckdb.DuckDBPyConnection, source: str, out_dir: Path, *, s
     ax.set_title("pass rate vs tokens")
     if scatter.height:
         ax.legend(fontsize=7)
+    _save_png(fig, pngs[1])
+    return paths + pngs
+
+
+def _save_png(fig, path: Path) -> None:
+    """Render ``fig`` to PNG, write it atomically, free it."""
+    import io
+
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
-    atomic_write_bytes(pngs[1], buf.getvalue())
-    return paths + pngs
+    atomic_write_bytes(path, buf.getvalue())
