@@ -22,8 +22,9 @@ from pipeline.io import read_table, shard_paths, write_json, write_table
 from pipeline.keys import digest
 from pipeline.tablesets import table_set
 from pipeline.verify.core import VerifyError, VerifyResult, verifier_id, verify
+from pipeline.verify.judge import Judgement, judge, judge_many
 
-__all__ = ["VerifyError", "VerifyResult", "run", "verifier_id", "verify"]
+__all__ = ["Judgement", "VerifyError", "VerifyResult", "judge", "judge_many", "run", "verifier_id", "verify"]
 
 KEY = ["problem_id", "policy_id", "sample_idx"]
 FAILED = ("timeout", "error")

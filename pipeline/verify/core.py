@@ -1,6 +1,7 @@
 """Verify core: rollouts + problems in, verdicts out. Touches no files.
 
-For each rollout: extract the final answer (:mod:`pipeline.verify.extract`, the configured
+For each rollout, :func:`pipeline.verify.judge.judge_batch` (the work behind the public
+``judge``): extract the final answer (:mod:`pipeline.verify.extract`, the configured
 extractors in order), cap its length (``verify.max_answer_chars``), then grade it against the
 problem's gold in the bounded worker pool (:mod:`pipeline.verify.pool`). Identical
 (gold, answer) pairs are graded once: with k samples per problem most answers repeat, and a
@@ -25,12 +26,12 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from pipeline.config import VerifyConfig, parse_options
+from pipeline.config import VerifyConfig
 from pipeline.keys import canonical_json, digest
 from pipeline.schema import schema
-from pipeline.verify.extract import extract, get_extractor
-from pipeline.verify.grader import GRADER_VERSION, STATUSES, Grade, GradeOptions
-from pipeline.verify.pool import GradePool, VerifyError
+from pipeline.verify.grader import GRADER_VERSION, STATUSES
+from pipeline.verify.judge import grade_options, judge_batch, judge_config
+from pipeline.verify.pool import VerifyError
 
 __all__ = ["VerifyError", "VerifyResult", "verifier_id", "verify"]
 
@@ -40,10 +41,6 @@ def _version(pkg: str) -> str:
         return importlib.metadata.version(pkg)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-def grade_options(config: VerifyConfig) -> GradeOptions:
-    return parse_options(GradeOptions, config.options, where="verify.options")
 
 
 def verifier_id(config: VerifyConfig) -> str:
@@ -82,10 +79,10 @@ class VerifyResult:
 
 def verify(rollouts: pa.Table, problems: pa.Table, *, config: VerifyConfig,
            on_done: Callable[[int], None] | None = None) -> VerifyResult:
-    """Verdicts for every rollout (same order). ``problems`` must hold every rollout's problem_id."""
-    for name in config.extractors:  # fail on a bad name before any work
-        get_extractor(name)
-    options = grade_options(config)
+    """Verdicts for every rollout (same order), judged by :func:`pipeline.verify.judge.judge_batch`.
+    ``problems`` must hold every rollout's problem_id."""
+    config = judge_config(config)  # a bad extractor name fails before any work
+    grade_options(config)
     vid = verifier_id(config)
     gold_of = dict(zip(problems.column("problem_id").to_pylist(), problems.column("answer").to_pylist(), strict=True))
     pids = rollouts.column("problem_id").to_pylist()
@@ -94,58 +91,28 @@ def verify(rollouts: pa.Table, problems: pa.Table, *, config: VerifyConfig,
         raise VerifyError(f"{len(missing)} rollout problem_ids are not in the problems table, e.g. {missing[:3]}")
 
     n = rollouts.num_rows
-    extracted: list[str | None] = [None] * n
-    extractor: list[str | None] = [None] * n
-    grades: list[Grade | None] = [None] * n
-    pending: dict[tuple[str, str], list[int]] = {}
-    for i, (pid, text) in enumerate(zip(pids, rollouts.column("completion").to_pylist(), strict=True)):
-        found = extract(text, extractors=config.extractors)
-        if found is None:
-            grades[i] = Grade("no_answer", "no extractor found an answer")
-            continue
-        extractor[i] = found.extractor
-        if len(found.answer) > config.max_answer_chars:
-            extracted[i] = found.answer[: config.max_answer_chars]
-            grades[i] = Grade("no_answer", f"answer has {len(found.answer)} characters (cap {config.max_answer_chars})")
-            continue
-        extracted[i] = found.answer
-        pending.setdefault((gold_of[pid], found.answer), []).append(i)
-    if on_done and n - sum(map(len, pending.values())):
-        on_done(n - sum(map(len, pending.values())))
-
-    pairs = list(pending)
-    restarts = 0
-    if pairs:
-        def done(j: int) -> None:
-            if on_done:
-                on_done(len(pending[pairs[j]]))
-
-        with GradePool(workers=min(config.workers, len(pairs)), timeout_s=config.timeout_s,
-                       memory_mb=config.memory_mb, options=options) as pool:
-            results = pool.map(pairs, on_done=done)
-            restarts = pool.restarts
-        for pair, g in zip(pairs, results, strict=True):
-            for i in pending[pair]:
-                grades[i] = g
+    pairs = [(gold_of[pid], text) for pid, text in zip(pids, rollouts.column("completion").to_pylist(), strict=True)]
+    batch = judge_batch(pairs, config=config, on_done=on_done)
+    js = batch.judgements
 
     if config.raise_on_error:
-        for i, g in enumerate(grades):
-            if g is not None and g.status == "error":
+        for i, j in enumerate(js):
+            if j.status == "error":
                 key = (pids[i], rollouts.column("policy_id")[i].as_py(), rollouts.column("sample_idx")[i].as_py())
-                raise VerifyError(f"verify error on rollout {key}: {g.detail} (verify.raise_on_error is on)")
+                raise VerifyError(f"verify error on rollout {key}: {j.detail} (verify.raise_on_error is on)")
 
-    statuses = [g.status for g in grades]  # type: ignore[union-attr]
+    statuses = [j.status for j in js]
     table = pa.table({
         "problem_id": rollouts.column("problem_id"),
         "policy_id": rollouts.column("policy_id"),
         "sample_idx": rollouts.column("sample_idx"),
         "verifier_id": pa.array([vid] * n, pa.string()),
         "status": pa.array(statuses, pa.string()),
-        "extracted": pa.array(extracted, pa.string()),
-        "extractor": pa.array(extractor, pa.string()),
-        "detail": pa.array([g.detail for g in grades], pa.string()),  # type: ignore[union-attr]
+        "extracted": pa.array([j.extracted for j in js], pa.string()),
+        "extractor": pa.array([j.extractor for j in js], pa.string()),
+        "detail": pa.array([j.detail for j in js], pa.string()),
     })
     return VerifyResult(
-        verdicts=schema("verdicts").validate(table), verifier_id=vid, checks=len(pairs), restarts=restarts,
-        statuses=dict(Counter(statuses)), extractors=dict(Counter(e for e in extractor if e)),
+        verdicts=schema("verdicts").validate(table), verifier_id=vid, checks=batch.checks, restarts=batch.restarts,
+        statuses=dict(Counter(statuses)), extractors=dict(Counter(j.extractor for j in js if j.extractor)),
     )

@@ -1,0 +1,141 @@
+"""One public call for one verdict: ``judge(gold, completion)``, and ``judge_many`` for a batch.
+
+The verify stage, the benchmarks and the trainers' reward functions all grade through here, so
+a completion gets the same verdict wherever it is judged::
+
+    >>> judge("8", "3 + 5 = 8. The answer is 8.")          # doctest: +SKIP
+    Judgement(status='correct', extracted='8', extractor='answer_is', detail=None)
+    >>> judge_many([("8", "#### 9"), ("1/2", "so $\\\\boxed{0.5}$")])   # doctest: +SKIP
+    [Judgement(status='incorrect', extracted='9', extractor='gsm8k', detail=None),
+     Judgement(status='correct', extracted='0.5', extractor='boxed', detail=None)]
+
+Steps, for each (gold, completion): extract the final answer with the extractors in order
+(:mod:`pipeline.verify.extract`; default ``verify.extractors``), cap its length
+(``max_answer_chars``), then grade it against the gold (:func:`pipeline.verify.grader.grade`)
+in the bounded worker pool (:mod:`pipeline.verify.pool`): each check runs in a worker process
+under a CPU-time bound (``timeout_s`` -> ``timeout``) and an address-space limit (``memory_mb``
+-> ``error``). No SIGALRM anywhere: the pool's kill is the only clock. Identical
+(gold, answer) pairs are graded once per call.
+
+``options`` are the stage's settings: a :class:`~pipeline.config.VerifyConfig`, or a mapping with
+any of its keys (``timeout_s``, ``memory_mb``, ``max_answer_chars``, ``options`` for math-verify's
+knobs, ...); an unknown key is an error. None means the defaults, which are params.yaml's.
+
+Workers start from a forkserver: a script that calls these at import time needs the usual
+``if __name__ == "__main__":`` guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.config import ConfigError, VerifyConfig, parse_options
+from pipeline.verify.extract import extract, get_extractor
+from pipeline.verify.grader import STATUSES, Grade, GradeOptions
+from pipeline.verify.pool import GradePool
+
+__all__ = ["STATUSES", "Judgement", "judge", "judge_many"]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One verdict: ``status`` is one of :data:`STATUSES`; ``extracted`` the final answer found (None when
+    none), ``extractor`` the rule that found it, ``detail`` why (for no_answer, timeout, error and policies)."""
+
+    status: str
+    extracted: str | None = None
+    extractor: str | None = None
+    detail: str | None = None
+
+
+@dataclass
+class JudgedBatch:
+    judgements: list[Judgement]
+    checks: int  # distinct (gold, answer) pairs sent to the pool
+    restarts: int  # workers killed (timeouts) or lost
+
+
+def judge_config(options: VerifyConfig | Mapping[str, Any] | None,
+                 extractors: Sequence[str] | None = None) -> VerifyConfig:
+    """The settings ``options`` stands for, with ``extractors`` (when given) in place of the configured ones."""
+    if options is None:
+        config = VerifyConfig()
+    elif isinstance(options, VerifyConfig):
+        config = options
+    elif isinstance(options, Mapping):
+        config = parse_options(VerifyConfig, dict(options), where="judge options")
+    else:
+        raise ConfigError(f"judge options must be a VerifyConfig or a mapping, got {type(options).__name__}")
+    if extractors is not None:
+        if isinstance(extractors, str):
+            raise ConfigError(f"extractors must be a list of names, got the string {extractors!r}")
+        config = config.model_copy(update={"extractors": list(extractors)})
+    for name in config.extractors:  # a bad name fails before any work
+        get_extractor(name)
+    return config
+
+
+def grade_options(config: VerifyConfig) -> GradeOptions:
+    return parse_options(GradeOptions, config.options, where="verify.options")
+
+
+def judge_batch(pairs: Sequence[tuple[str, str]], *, config: VerifyConfig, workers: int | None = None,
+                on_done: Callable[[int], None] | None = None) -> JudgedBatch:
+    """The work behind :func:`judge_many` (and the verify stage): ``on_done(n)`` as n more pairs are judged."""
+    options = grade_options(config)
+    n = len(pairs)
+    extracted: list[str | None] = [None] * n
+    extractor: list[str | None] = [None] * n
+    grades: list[Grade | None] = [None] * n
+    pending: dict[tuple[str, str], list[int]] = {}
+    for i, (gold, text) in enumerate(pairs):
+        found = extract(text, extractors=config.extractors)
+        if found is None:
+            grades[i] = Grade("no_answer", "no extractor found an answer")
+            continue
+        extractor[i] = found.extractor
+        if len(found.answer) > config.max_answer_chars:
+            extracted[i] = found.answer[: config.max_answer_chars]
+            grades[i] = Grade("no_answer", f"answer has {len(found.answer)} characters (cap {config.max_answer_chars})")
+            continue
+        extracted[i] = found.answer
+        pending.setdefault((gold, found.answer), []).append(i)
+    settled = n - sum(map(len, pending.values()))
+    if on_done and settled:
+        on_done(settled)
+
+    checks = list(pending)
+    restarts = 0
+    if checks:
+        def done(j: int) -> None:
+            if on_done:
+                on_done(len(pending[checks[j]]))
+
+        with GradePool(workers=max(1, min(workers or config.workers, len(checks))), timeout_s=config.timeout_s,
+                       memory_mb=config.memory_mb, options=options) as pool:
+            results = pool.map(checks, on_done=done)
+            restarts = pool.restarts
+        for check, g in zip(checks, results, strict=True):
+            for i in pending[check]:
+                grades[i] = g
+    judgements = [Judgement(g.status, extracted[i], extractor[i], g.detail)  # type: ignore[union-attr]
+                  for i, g in enumerate(grades)]
+    return JudgedBatch(judgements, len(checks), restarts)
+
+
+def judge_many(pairs: Iterable[tuple[str, str]], extractors: Sequence[str] | None = None, *,
+               options: VerifyConfig | Mapping[str, Any] | None = None, workers: int | None = None) -> list[Judgement]:
+    """Judgements for (gold, completion) pairs, in order. ``workers`` defaults to the settings' ``workers``."""
+    config = judge_config(options, extractors)
+    pairs = [(str(g), str(c)) for g, c in pairs]
+    if workers is not None and workers < 1:
+        raise ConfigError(f"workers must be >= 1, got {workers}")
+    return judge_batch(pairs, config=config, workers=workers).judgements
+
+
+def judge(gold: str, completion: str, extractors: Sequence[str] | None = None, *,
+          options: VerifyConfig | Mapping[str, Any] | None = None) -> Judgement:
+    """The verdict on one completion against one gold, with the stage's extraction, policies and bounds."""
+    return judge_many([(gold, completion)], extractors, options=options, workers=1)[0]
