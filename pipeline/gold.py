@@ -93,29 +93,37 @@ def is_plain_number(gold: str) -> bool:
     return bool(_NUMBER.match(gold))
 
 
-def _timeout() -> int | None:
-    """math-verify's own timeout uses SIGALRM, which only works on the main thread."""
-    return 5 if threading.current_thread() is threading.main_thread() else None
+def main_thread_alarm(seconds: int) -> int | None:
+    """math-verify's own timeout (SIGALRM) for a caller outside the verify pool, where it works: the main thread.
+
+    Only ingest and the reformulators use it, in the main process. Inside verify workers golds are
+    parsed with no alarm at all: the pool's CPU-time kill bounds them, and a slow gold is a ``timeout``.
+    """
+    return seconds if threading.current_thread() is threading.main_thread() else None
 
 
 @lru_cache(maxsize=65536)
-def parse_gold(gold: str) -> tuple:
-    """math-verify's parse of a gold answer (empty when it cannot be parsed)."""
+def parse_gold(gold: str, *, alarm_s: int | None = None) -> tuple:
+    """math-verify's parse of a gold answer (empty when it cannot be parsed).
+
+    ``alarm_s`` (default none) arms math-verify's SIGALRM timeout: never inside a verify worker, where a
+    parse that the alarm cut short would silently read as "does not parse" and be cached.
+    """
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notice, per call
 
     configs = [LatexExtractionConfig(), ExprExtractionConfig()]
     text = gold if "\\boxed" in gold else f"${gold}$"
-    parsed = parse(text, extraction_config=configs, parsing_timeout=_timeout())
+    parsed = parse(text, extraction_config=configs, parsing_timeout=alarm_s)
     if not parsed:
-        parsed = parse(gold, extraction_config=configs, parsing_timeout=_timeout())
+        parsed = parse(gold, extraction_config=configs, parsing_timeout=alarm_s)
     return tuple(parsed)
 
 
 def gold_parses(gold: str) -> bool:
     """True when math-verify turns the gold into an expression (a bare string fallback does not count)."""
-    return is_plain_number(gold) or any(not isinstance(x, str) for x in parse_gold(gold))
+    return is_plain_number(gold) or any(not isinstance(x, str) for x in parse_gold(gold, alarm_s=main_thread_alarm(5)))
 
 
 def golds_equivalent(a: str, b: str) -> bool:
@@ -123,5 +131,6 @@ def golds_equivalent(a: str, b: str) -> bool:
         return True
     from math_verify import verify
 
-    pa_, pb = parse_gold(a), parse_gold(b)
-    return bool(pa_ and pb and verify(list(pa_), list(pb), timeout_seconds=_timeout()))
+    alarm = main_thread_alarm(5)
+    pa_, pb = parse_gold(a, alarm_s=alarm), parse_gold(b, alarm_s=alarm)
+    return bool(pa_ and pb and verify(list(pa_), list(pb), timeout_seconds=alarm))

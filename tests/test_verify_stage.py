@@ -113,3 +113,63 @@ def test_unknown_extractor_is_a_clean_error(tmp_path):
 def test_help():
     res = CliRunner().invoke(cli, ["verify", "--help"])
     assert res.exit_code == 0 and "--set" in res.output
+
+
+def test_verifier_id_follows_the_code_that_decides_a_verdict():
+    import importlib
+
+    from pipeline.verify.core import VERDICT_MODULES, source_digest, verdict_source_digest
+
+    sources = {m: Path(importlib.import_module(m).__file__).read_text() for m in VERDICT_MODULES}
+    assert source_digest(sources) == verdict_source_digest()
+    grader = sources["pipeline.verify.grader"]
+    policy = '_CHOICE = re.compile(r"^\\(?([A-Ea-e])\\)?$")'
+    assert policy in grader
+    edited = {**sources, "pipeline.verify.grader": grader.replace(policy, policy.replace("A-Ea-e", "A-Da-d"))}
+    assert source_digest(edited) != source_digest(sources)  # a policy edit: a new verifier
+    reworded = {**sources, "pipeline.verify.grader": grader.replace('"""Grading one', '"""Grading a single', 1)
+                .replace("# the common case", "# the usual case")}
+    assert reworded != sources and source_digest(reworded) == source_digest(sources)  # prose only: the same one
+
+
+def test_verifier_id_changes_with_the_policy_code(monkeypatch):
+    from pipeline.config import VerifyConfig
+    from pipeline.verify import core
+
+    before = verifier_id(VerifyConfig())
+    monkeypatch.setattr(core, "verdict_source_digest", lambda: "edited-policy")
+    assert verifier_id(VerifyConfig()) != before
+    assert "GRADER_VERSION" not in Path(core.__file__).read_text()
+
+
+def test_a_changed_gold_reverifies_exactly_that_problems_rollouts(tmp_path):
+    import pyarrow.parquet as pq
+
+    from pipeline.verify import gold_digest
+
+    setup(tmp_path)
+    invoke(tmp_path)
+    order = [("problem_id", "ascending"), ("sample_idx", "ascending")]
+    before = read_table(tmp_path / "data/verdicts", name="verdicts").sort_by(order).to_pylist()
+    assert {v["gold_digest"] for v in before if v["problem_id"] == "p1"} == {gold_digest("9")}
+    # p1's gold corrected from 9 to 8: its four rollouts are graded again, p0's are not touched
+    probs = read_table(tmp_path / "data/problems", name="problems").to_pylist()
+    probs[1]["answer"] = "8"
+    write_table(schema("problems").from_rows(probs), tmp_path / "data/problems/part-0.parquet", name="problems")
+    out = invoke(tmp_path).output
+    assert "4 new verdicts" in out
+    m = json.loads((tmp_path / "data/metrics/verify.json").read_text())
+    assert m["reverified_changed_gold"] == 4 and m["skipped_already_verified"] == 4
+    after = read_table(tmp_path / "data/verdicts", name="verdicts").sort_by(order).to_pylist()
+    assert len(after) == 8  # one verdict per key: the stale ones were removed
+    assert [v for v in after if v["problem_id"] == "p0"] == [v for v in before if v["problem_id"] == "p0"]
+    p1 = [v for v in after if v["problem_id"] == "p1"]
+    assert [v["status"] for v in p1] == ["correct", "incorrect", "no_answer", "correct"]
+    assert {v["gold_digest"] for v in p1} == {gold_digest("8")}
+    assert "0 new verdicts" in invoke(tmp_path).output
+
+    # a shard written before verdicts recorded the gold's digest gets the column (null), and is graded again
+    for path in shard_paths(tmp_path / "data/verdicts"):
+        pq.write_table(pq.read_table(path).drop_columns(["gold_digest"]), path)
+    assert "8 new verdicts" in invoke(tmp_path).output
+    assert read_table(tmp_path / "data/verdicts", name="verdicts").num_rows == 8

@@ -1,5 +1,10 @@
 """Verify stage: rollouts -> verdicts, incrementally (rollout keys already verified by the same verifier_id are skipped).
 
+Each verdict records the digest of the gold it was graded against: when a problem's gold changes, the
+current verifier's verdicts on that problem's rollouts are stale; they are removed from their shards
+and exactly those rollouts are verified again. Shards written before the digest was recorded get the
+column (null) on the first run.
+
 With ``retry_failed``, rollouts whose verdict from the current verifier is ``timeout`` or ``error``
 are verified again (a worker lost to the machine's OOM killer, a starved machine past the wall
 limit). Their old verdicts are first removed from the shards that hold them (each shard rewritten
@@ -21,13 +26,39 @@ from pipeline.config import Params
 from pipeline.io import read_table, shard_paths, write_json, write_table
 from pipeline.keys import digest
 from pipeline.tablesets import table_set
-from pipeline.verify.core import VerifyError, VerifyResult, verifier_id, verify
+from pipeline.verify.core import VerifyError, VerifyResult, gold_digest, verifier_id, verify
 from pipeline.verify.judge import Judgement, judge, judge_many
 
-__all__ = ["Judgement", "VerifyError", "VerifyResult", "judge", "judge_many", "run", "verifier_id", "verify"]
+__all__ = ["Judgement", "VerifyError", "VerifyResult", "gold_digest", "judge", "judge_many", "run", "verifier_id",
+           "verify"]
 
 KEY = ["problem_id", "policy_id", "sample_idx"]
 FAILED = ("timeout", "error")
+
+
+def _add_gold_digest_column(directory: Path) -> int:
+    """Give shards written before verdicts recorded their gold's digest the column (null); shards upgraded."""
+    upgraded = 0
+    for path in shard_paths(directory):
+        if "gold_digest" in pq.read_schema(path).names:
+            continue
+        table = pq.read_table(path)
+        write_table(table.append_column("gold_digest", pa.nulls(table.num_rows, pa.string())), path, name="verdicts")
+        upgraded += 1
+    return upgraded
+
+
+def stale_verdicts(verdicts: pa.Table, problems: pa.Table, vid: str) -> pa.Table:
+    """Keys of verifier ``vid``'s verdicts graded against another gold than the problem's current one."""
+    mine = verdicts.filter(pc.equal(verdicts.column("verifier_id"), vid)).select([*KEY, "gold_digest"])
+    if mine.num_rows == 0:
+        return mine.select(KEY)
+    pids = problems.column("problem_id").to_pylist()
+    current = pa.table({"problem_id": pa.array(pids, pa.string()),
+                        "current": pa.array([gold_digest(a) for a in problems.column("answer").to_pylist()], pa.string())})
+    joined = mine.join(current, keys="problem_id", join_type="inner")
+    changed = pc.fill_null(pc.not_equal(joined.column("gold_digest"), joined.column("current")), True)
+    return joined.filter(changed).select(KEY)
 
 
 def pending_rollouts(rollouts: pa.Table, verdicts: pa.Table, vid: str) -> pa.Table:
@@ -66,7 +97,14 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     t0 = time.perf_counter()
     rollouts = read_table(ts.dir("rollouts", root), name="rollouts",
                           columns=["problem_id", "policy_id", "sample_idx", "completion"])
-    existing = read_table(ts.dir("verdicts", root), name="verdicts", columns=[*KEY, "verifier_id", "status"])
+    _add_gold_digest_column(ts.dir("verdicts", root))
+    existing = read_table(ts.dir("verdicts", root), name="verdicts", columns=[*KEY, "verifier_id", "status", "gold_digest"])
+    problems = read_table(ts.dir("problems", root), name="problems", columns=["problem_id", "answer"])
+    stale = stale_verdicts(existing, problems, vid)
+    regraded = 0
+    if stale.num_rows:
+        regraded = _drop_verdicts(ts.dir("verdicts", root), stale, vid)
+        existing = existing.join(stale, keys=KEY, join_type="left anti")
     retried = 0
     if retry_failed:
         failed = existing.filter(pc.and_(pc.equal(existing.column("verifier_id"), vid),
@@ -75,7 +113,6 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
             retried = _drop_verdicts(ts.dir("verdicts", root), failed, vid)
             existing = existing.join(failed, keys=KEY, join_type="left anti")
     todo = pending_rollouts(rollouts, existing, vid)
-    problems = read_table(ts.dir("problems", root), name="problems", columns=["problem_id", "answer"])
     with tqdm(total=todo.num_rows, desc=f"verify[{set_name}]", unit=" rollouts", disable=not progress,
               mininterval=1.0) as bar:
         result = verify(todo, problems, config=cfg, on_done=bar.update)
@@ -86,7 +123,7 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
         write_table(result.verdicts, ts.dir("verdicts", root) / shard, name="verdicts")
     write_json(ts.metrics_file("verify", root), {
         **result.metrics(), "rollouts": rollouts.num_rows, "skipped_already_verified": rollouts.num_rows - todo.num_rows,
-        "retried_failed": retried,
+        "retried_failed": retried, "reverified_changed_gold": regraded,
         "seconds": round(seconds, 3),
         "rollouts_per_s": round(todo.num_rows / seconds, 1) if seconds and todo.num_rows else None,
     })

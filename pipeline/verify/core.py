@@ -19,21 +19,25 @@ stops the stage with the rollout key instead.
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib
 import importlib.metadata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyarrow as pa
 
 from pipeline.config import VerifyConfig
 from pipeline.keys import canonical_json, digest
 from pipeline.schema import schema
-from pipeline.verify.grader import GRADER_VERSION, STATUSES
+from pipeline.verify.grader import STATUSES
 from pipeline.verify.judge import grade_options, judge_batch, judge_config
 from pipeline.verify.pool import VerifyError
 
-__all__ = ["VerifyError", "VerifyResult", "verifier_id", "verify"]
+__all__ = ["VerifyError", "VerifyResult", "gold_digest", "verifier_id", "verify"]
 
 
 def _version(pkg: str) -> str:
@@ -43,23 +47,56 @@ def _version(pkg: str) -> str:
         return "unknown"
 
 
-def verifier_id(config: VerifyConfig) -> str:
-    """``math-verify-<version>/<config digest>``: name and version readable, everything that can change a verdict hashed.
+# The modules whose code decides a verdict: extraction, the length cap, the grading policies, gold parsing.
+# (pool.py only schedules and bounds the work; its bounds are in the options below.)
+VERDICT_MODULES = ("pipeline.gold", "pipeline.verify.extract", "pipeline.verify.grader", "pipeline.verify.judge")
+# The libraries that decide one: math-verify, its LaTeX parser, and sympy under both.
+VERDICT_LIBRARIES = ("math-verify", "latex2sympy2_extended", "sympy")
 
-    The digest covers the grader's policy version, latex2sympy2's version, the extractors,
-    the answer cap, the time and memory bounds and math-verify's options; not the worker count.
+
+def _code(tree: ast.AST) -> str:
+    """The code of a module without its docstrings (comments are already gone): rewording prose keeps the id."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            body[0] = ast.Pass()
+    return ast.dump(tree)
+
+
+def source_digest(sources: dict[str, str]) -> str:
+    """Digest of module name -> source text, by code (docstrings and comments do not count)."""
+    return digest(canonical_json({name: _code(ast.parse(text)) for name, text in sorted(sources.items())}), length=16)
+
+
+@functools.cache
+def verdict_source_digest() -> str:
+    """:func:`source_digest` of :data:`VERDICT_MODULES` as installed."""
+    return source_digest({m: Path(importlib.import_module(m).__file__).read_text() for m in VERDICT_MODULES})
+
+
+def verifier_id(config: VerifyConfig) -> str:
+    """``math-verify-<version>/<digest>``: name and version readable, everything that decides a verdict hashed.
+
+    The digest covers the code of :data:`VERDICT_MODULES` (so editing a policy is a new verifier, never a
+    hand-bumped constant), the versions of :data:`VERDICT_LIBRARIES`, the extractors, the answer cap, the
+    time and memory bounds and math-verify's options; not the worker count.
     """
     identity = {
-        "grader": GRADER_VERSION,
-        "math_verify": _version("math-verify"),
-        "latex2sympy2_extended": _version("latex2sympy2_extended"),
+        "source": verdict_source_digest(),
+        "libraries": {lib: _version(lib) for lib in VERDICT_LIBRARIES},
         "extractors": list(config.extractors),
         "max_answer_chars": config.max_answer_chars,
         "timeout_s": config.timeout_s,
         "memory_mb": config.memory_mb,
         "options": grade_options(config).model_dump(),
     }
-    return f"math-verify-{identity['math_verify']}/{digest(canonical_json(identity), length=12)}"
+    return f"math-verify-{identity['libraries']['math-verify']}/{digest(canonical_json(identity), length=12)}"
+
+
+def gold_digest(gold: str) -> str:
+    """The digest of a gold answer that each verdict records: a changed gold re-verifies its problem's rollouts."""
+    return digest(gold, length=16)
 
 
 @dataclass
@@ -91,6 +128,7 @@ def verify(rollouts: pa.Table, problems: pa.Table, *, config: VerifyConfig,
         raise VerifyError(f"{len(missing)} rollout problem_ids are not in the problems table, e.g. {missing[:3]}")
 
     n = rollouts.num_rows
+    digest_of = {pid: gold_digest(gold_of[pid]) for pid in set(pids)}
     pairs = [(gold_of[pid], text) for pid, text in zip(pids, rollouts.column("completion").to_pylist(), strict=True)]
     batch = judge_batch(pairs, config=config, on_done=on_done)
     js = batch.judgements
@@ -111,6 +149,7 @@ def verify(rollouts: pa.Table, problems: pa.Table, *, config: VerifyConfig,
         "extracted": pa.array([j.extracted for j in js], pa.string()),
         "extractor": pa.array([j.extractor for j in js], pa.string()),
         "detail": pa.array([j.detail for j in js], pa.string()),
+        "gold_digest": pa.array([digest_of[pid] for pid in pids], pa.string()),
     })
     return VerifyResult(
         verdicts=schema("verdicts").validate(table), verifier_id=vid, checks=batch.checks, restarts=batch.restarts,

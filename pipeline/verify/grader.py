@@ -43,7 +43,6 @@ from pipeline.config import Model
 from pipeline.gold import parse_gold
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
-GRADER_VERSION = "1"  # bump when a policy below changes: it is part of the verifier_id
 
 
 class GradeOptions(Model):

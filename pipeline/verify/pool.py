@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.errors import PassbandError
+from pipeline.gold import parse_gold
 from pipeline.verify.grader import Grade, GradeOptions, grade
 
 _CTX: mp.context.BaseContext | None = None
@@ -59,8 +60,9 @@ def _context() -> mp.context.BaseContext:
 GradeFn = Callable[..., Grade]
 
 
-# the shared progress array of a worker: the item it is on (-1: none), and when it started it
-_ITEM, _WALL, _CPU = 0, 1, 2
+# the shared progress array of a worker: the item it is on (-1: none), when it started it, and its phase
+_ITEM, _WALL, _CPU, _PHASE = 0, 1, 2, 3
+_PHASES = {0: "grading the answer", 1: "parsing the gold"}
 
 
 def _worker(conn: mpc.Connection, progress, options: GradeOptions, memory_mb: int, fn: GradeFn, flush_s: float) -> None:
@@ -87,6 +89,10 @@ def _worker(conn: mpc.Connection, progress, options: GradeOptions, memory_mb: in
             progress[_WALL], progress[_CPU] = time.monotonic(), time.process_time()
             progress[_ITEM] = idx
             try:
+                if fn is grade:  # the gold first, on its own, so a timeout can say which side was slow
+                    progress[_PHASE] = 1
+                    parse_gold(gold)  # cached: grade() reads the same parse
+                progress[_PHASE] = 0
                 g = fn(gold, answer, options=options)
                 out.append((idx, g.status, g.detail))
             except MemoryError:
@@ -160,7 +166,7 @@ class GradePool:
     def _spawn(self) -> _Slot:
         ctx = _context()
         parent, child = ctx.Pipe(duplex=True)
-        progress = ctx.RawArray("d", 3)
+        progress = ctx.RawArray("d", 4)
         progress[_ITEM] = -1
         proc = ctx.Process(target=_worker, args=(child, progress, self.options, self.memory_mb, self.fn, self.flush_s),
                            daemon=True)
@@ -276,5 +282,7 @@ class GradePool:
                         replace(k, cur and cur[0], Grade("error", f"worker died: {why}"))
                         continue
                 if s.inflight and now >= s.check_at and (item := self._over_time(s, now)) is not None:
-                    replace(k, item, Grade("timeout", f"no result within {self.timeout_s:g} s of CPU time; worker killed"))
+                    phase = _PHASES.get(int(s.progress[_PHASE]), "grading the answer")
+                    replace(k, item, Grade("timeout", f"no result within {self.timeout_s:g} s of CPU time "
+                                                      f"({phase}); worker killed"))
         return results  # type: ignore[return-value]
