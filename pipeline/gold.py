@@ -13,8 +13,10 @@ against the same parse.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
+from decimal import Decimal
 from functools import lru_cache
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
@@ -82,11 +84,47 @@ def boxed_gold(solution: str) -> str:
     return gold
 
 
+# one number written with thousands separators: 11,111, 11,\!111, 11{,}111, 11, 111 (digit groups of three)
+_SEPARATED_NUMBER = re.compile(r"^-?\d{1,3}(?:(?:,\\!|\{,\}|,)\s*\d{3})+(?:\.\d+)?$")
+_SEPARATOR = re.compile(r",\\!|\{,\}|,")
+
+
 def normalize_gold(gold: str) -> str:
-    """Canonical string used to compare golds of duplicate questions."""
+    """Canonical string used to compare golds of duplicate questions: thousands separators (``,``, ``,\\!``,
+    ``{,}``, ``, `` between digit groups of three) never make two golds differ."""
     g = gold.strip().strip("$").strip()
+    if _SEPARATED_NUMBER.match(g):
+        g = _SEPARATOR.sub("", g)
     g = _THOUSANDS.sub("", g)
     return re.sub(r"\s+", "", g)
+
+
+def json_gold(value: object) -> str:
+    """A gold given as an ordinary JSON value, as a gold string (:class:`TypeError` for any other value).
+
+    A string as it is; a number its canonical string (``2.0`` -> ``2``, ``1e-05`` -> ``0.00001``); a
+    boolean a text answer (``\\text{True}``); a list of numbers and strings a tuple answer (``[1, 2]`` ->
+    ``(1, 2)``; a one-element list is its element).
+        >>> json_gold([1, 2.5]), json_gold(True), json_gold(3.0)
+        ('(1, 2.5)', '\\\\text{True}', '3')
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return f"\\text{{{value}}}"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"the number {value} is not a finite value")
+        text = format(Decimal(repr(value)).normalize(), "f")
+        return text[:-2] if text.endswith(".0") else text
+    if isinstance(value, list) and value and all(isinstance(v, int | float | str) and not isinstance(v, bool)
+                                                  for v in value):
+        parts = [json_gold(v).strip() for v in value]
+        return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+    what = "an empty list" if value == [] else ("a nested list" if isinstance(value, list) else type(value).__name__)
+    raise TypeError(f"answer is {what}, expected a string, a number, a boolean or a list of numbers")
 
 
 def is_plain_number(gold: str) -> bool:

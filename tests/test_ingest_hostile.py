@@ -32,7 +32,16 @@ JSONL_CASES: list[tuple[str, bytes, tuple[str, str | None]]] = [
     ("no gold", j({"question": "What is 9 - 4?"}), ("reject", "missing_gold")),
     ("empty gold", j({"question": "What is 9 - 5?", "answer": "   "}), ("reject", "missing_gold")),
     ("dict gold", j({"question": "What is 9 - 6?", "answer": {"v": 3}}), ("reject", "wrong_type")),
-    ("bool gold", j({"question": "Is 9 > 6?", "answer": True}), ("reject", "wrong_type")),
+    # TheoremQA-style golds: every ordinary JSON type is an ordinary answer
+    ("bool gold", j({"question": "Is 9 > 6?", "answer": True}), ("problem", "\\text{True}")),
+    ("bool gold false", j({"question": "Is 6 > 9?", "answer": False}), ("problem", "\\text{False}")),
+    ("list gold", j({"question": "Find the roots of x^2 - 3x + 2.", "answer": [1, 2]}), ("problem", "(1, 2)")),
+    ("list gold floats", j({"question": "Give the eigenvalues.", "answer": [0.5, -1.25, 3]}), ("problem", "(0.5, -1.25, 3)")),
+    ("one-element list gold", j({"question": "Give the only root.", "answer": [7]}), ("problem", "7")),
+    ("float gold", j({"question": "What is 1.5 * 2?", "answer": 3.0}), ("problem", "3")),
+    ("small float gold", j({"question": "What is 1/8000?", "answer": 0.000125}), ("problem", "0.000125")),
+    ("nested list gold", j({"question": "Give the matrix.", "answer": [[1, 2], [3, 4]]}), ("reject", "wrong_type")),
+    ("empty list gold", j({"question": "Give nothing.", "answer": []}), ("reject", "wrong_type")),
     ("int gold", j({"question": "What is 6 * 7?", "answer": 42}), ("problem", "42")),
     ("5 MB question", j({"question": "x" * 5_000_000, "answer": "1"}), ("reject", "question_too_long")),
     ("NUL byte", j({"question": "What is\u0000 1 + 2?", "answer": "3"}), ("reject", "control_characters")),
@@ -46,6 +55,10 @@ JSONL_CASES: list[tuple[str, bytes, tuple[str, str | None]]] = [
     ("dup original", j({"question": "What is half of 1?", "answer": "1/2"}), ("problem", "1/2")),
     ("dup spacing", j({"question": "What  is half of 1? ", "answer": "1/2"}), ("duplicate", None)),
     ("dup equivalent gold", j({"question": "WHAT IS HALF OF 1?", "answer": "0.5"}), ("duplicate", None)),
+    # MATH test vs MATH-500: one number with thousands separators in two styles is one gold, not a conflict
+    ("separators a", j({"question": "Compute 11111111100.", "answer": "11, 111, 111, 100"}), ("problem", "11, 111, 111, 100")),
+    ("separators b", j({"question": "Compute 11111111100. ", "answer": "11,\\! 111,\\! 111,\\! 100"}), ("duplicate", None)),
+    ("separators c", j({"question": "compute 11111111100.", "answer": "11{,}111{,}111{,}100"}), ("duplicate", None)),
 ]
 
 GSM8K_CASES = [
@@ -125,7 +138,7 @@ def test_nothing_is_lost(result):
     n_rows = len(JSONL_CASES) + len(GSM8K_CASES) + len(MATH_CASES)
     assert result.rows_read == n_rows
     assert result.problems.num_rows + result.rejects.num_rows + result.duplicates == n_rows
-    assert result.duplicates == 2
+    assert result.duplicates == 4
     folded = [r for r in result.problems.to_pylist() if r["answer"] == "1/2"]
     assert folded[0]["n_duplicates"] == 2
 

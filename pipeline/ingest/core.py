@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from pipeline.errors import PassbandError
-from pipeline.gold import GoldError, boxed_gold, gold_parses, golds_equivalent, gsm8k_gold
+from pipeline.gold import GoldError, boxed_gold, gold_parses, golds_equivalent, gsm8k_gold, json_gold
 from pipeline.ingest.records import RawReject, RawRow
 from pipeline.keys import normalize_question, problem_id
 from pipeline.schema import schema
@@ -26,7 +26,8 @@ REASONS: dict[str, str] = {
     "malformed_json": "the line is not valid JSON",
     "not_an_object": "the line is JSON but not an object",
     "missing_question": "no question field, or it is null",
-    "wrong_type": "question, answer or solution has the wrong type (a list, an object, a boolean...)",
+    "wrong_type": "question or solution is not a string, or the answer is not a string, number, boolean or "
+                  "flat list of numbers (an object, a nested or empty list...)",
     "empty_question": "the question is empty after normalisation",
     "control_characters": "the question holds NUL or other control characters (binary data)",
     "question_too_long": "the question is longer than ingest.max_question_chars",
@@ -100,8 +101,11 @@ def _gold(row: RawRow, limits: Limits) -> tuple[str, str | None]:
             gold = gsm8k_gold(_text(row.answer, "answer", "missing_gold"))
         else:
             ans = row.answer
-            if isinstance(ans, int | float) and not isinstance(ans, bool):
-                ans = str(ans)
+            if ans is not None:
+                try:
+                    ans = json_gold(ans)  # numbers, booleans and lists of numbers are ordinary golds
+                except TypeError as exc:
+                    raise _Reject("wrong_type", str(exc)) from None
             gold = _text(ans, "answer", "missing_gold").strip()
             if not gold:
                 raise _Reject("missing_gold", "answer is empty")
