@@ -1,6 +1,7 @@
 """Final-answer extractors: one signature, one registry, tried in the configured order.
 
 An extractor takes a completion and returns the final answer it finds (a string) or None.
+Markdown emphasis (``**47**``, ``**Final Answer:** 47``) is removed before any rule runs.
 The embedded model's few-shot style ends "... 3 + 5 = 8. The answer is 8." and MATH-style
 completions end "... so the answer is $\\boxed{\\frac{1}{2}}$"::
 
@@ -10,9 +11,9 @@ completions end "... so the answer is $\\boxed{\\frac{1}{2}}$"::
     Extraction(answer='42', extractor='gsm8k')
 
 Registered: ``boxed`` (content of the last ``\\boxed{}``/``\\fbox{}``), ``gsm8k`` (the rest of
-the line after the last ``####``), ``answer_is`` (after the last "the answer is", up to the end
-of its sentence), ``is_the_answer`` (the token before "... is the answer"), ``last_number`` (the last number
-anywhere: lenient, off by default).
+the line after the last ``####``), ``answer_is`` (after the last "the answer is", "final answer:"
+or "answer:", up to the end of its sentence), ``is_the_answer`` (the token before "... is the
+answer"), ``last_number`` (the last number anywhere: lenient, off by default).
 :func:`candidates` lists *every* answer the rules see, for the ``multiple_answers`` flag.
 """
 
@@ -51,8 +52,10 @@ def get_extractor(name: str) -> Extractor:
 
 # A sentence ends at a period that is not a decimal point, or at a newline.
 _SENTENCE_END = re.compile(r"(?<!\\)\.(?!\d)|\n")
-_ANSWER_IS = re.compile(r"(?i)\b(?:the\s+)?(?:final\s+)?answer(?:\s+to\s+(?:the|this)\s+(?:question|problem))?\s+is"
+_ANSWER_IS = re.compile(r"(?i)\b(?:the\s+)?(?:final\s+)?answer(?:\s+to\s+(?:the|this)\s+(?:question|problem))?(?:\s+is|(?=\s*:))"
                         r"(?!\s*(?:correct|right|wrong|incorrect|not|unknown)\b)\s*[:=]?\s*")
+# markdown emphasis around an answer or a label: "**47**", "**Final Answer:** 47", "__47__"
+_EMPHASIS = re.compile(r"\*\*|__")
 _IS_THE_ANSWER = re.compile(r"(?i)(?:^|[\s,;:])(-?\$?[\w.,/^{}\\]+?)\$?\s+is\s+the\s+(?:final\s+|correct\s+)?answer\b")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
@@ -65,7 +68,7 @@ def _until_sentence_end(text: str) -> str:
     out, i, in_math = [], 0, False
     while i < len(text):
         c = text[i]
-        if c == "$":
+        if c == "$" and text[i - 1:i] != "\\":  # an escaped \$ is a currency sign, not a delimiter
             in_math = not in_math
         elif not in_math and _SENTENCE_END.match(text, i):
             break
@@ -128,8 +131,14 @@ def last_number(completion: str) -> str | None:
     return nums[-1] if nums else None
 
 
+def strip_emphasis(text: str) -> str:
+    """Markdown bold/underline markers removed: ``So the final answer is **47**.`` reads as ``... is 47.``"""
+    return _EMPHASIS.sub("", text) if "**" in text or "__" in text else text
+
+
 def extract(completion: str, *, extractors: Sequence[str]) -> Extraction | None:
-    """The first configured extractor that finds an answer wins."""
+    """The first configured extractor that finds an answer wins (markdown emphasis removed first)."""
+    completion = strip_emphasis(completion)
     for name in extractors:
         found = get_extractor(name)(completion)
         if found is not None:
@@ -155,6 +164,7 @@ def _all_boxed(text: str) -> list[str]:
 
 def candidates(completion: str) -> list[Extraction]:
     """Every final answer the rules see, in text order of rule (boxed, gsm8k markers, answer-is phrases)."""
+    completion = strip_emphasis(completion)
     found = [Extraction(b, "boxed") for b in _all_boxed(completion)]
     for part in completion.split("####")[1:]:
         if a := _clean(part.lstrip(" \t").split("\n", 1)[0]):

@@ -41,6 +41,7 @@ from pydantic import Field
 
 from pipeline.config import Model
 from pipeline.gold import parse_gold
+from pipeline.verify.policies import detail_with
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
 
@@ -61,9 +62,12 @@ class Grade:
 
 _PERCENT = re.compile(r"\s*\\?%\s*$")
 _DOLLARS = re.compile(r"^\s*\\?\$+\s*|\s*\$+\s*$")
-_UNIT_WORDS = re.compile(r"^(-?\d[\d,]*(?:\.\d+)?)\s*[A-Za-z][A-Za-z ]*$")
+_NUM = r"-?\d[\d,]*(?:\.\d+)?"
+# a number and then words: space-separated (the first word of two or more letters, not pi), or a glued unit
+_GLUED_UNIT = r"(?:cm|mm|km|kg|mg|lbs?|oz|ft|mph|hrs?|mins?|secs?|ml|cents?|dollars?|units?)\.?"
+_UNIT_WORDS = re.compile(rf"^({_NUM})(?:\s+(?!pi\b)[A-Za-z]{{2,}}[A-Za-z ]*|\s*{_GLUED_UNIT})$")
 _TEXT = re.compile(r"^\\(?:text|textbf|mathrm)\{(.*)\}$")
-_PROSE = re.compile(r"^(?=(?:\S+\s+){2,}\S)[^\d\\^_=+*/]*$")  # three or more words, no digit, no math
+_PROSE_WORD = re.compile(r"^[A-Za-z'’]+[,.;:!?]?$")
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(\D|$))")
 
@@ -85,19 +89,51 @@ def _last_rhs(a: str) -> str:
     return a[cut + 1:].strip() if cut >= 0 and a[cut + 1:].strip() else a
 
 
+def is_equation(text: str) -> bool:
+    """A top-level ``=`` (not ``<=``, ``>=``, ``!=``, ``==``) outside braces and brackets."""
+    return "=" in text and _last_rhs(text.split(",")[0] if "which" in text.lower() else text) != text
+
+
+def is_prose(text: str) -> bool:
+    """Three or more plain words, two of them of three or more letters: "the number of stickers"; not ``p - q``."""
+    words = text.split()
+    return (len(words) >= 3 and all(_PROSE_WORD.match(w) for w in words)
+            and sum(len(w.strip(",.;:!?")) >= 3 for w in words) >= 2)
+
+
 @lru_cache(maxsize=65536)  # answers repeat across a problem's k samples
-def normalize_answer(answer: str) -> str:
-    """Strip math delimiters and a currency sign, keep the last right-hand side of an equation, drop a trailing
-    percent sign and trailing unit words."""
+def normalize(answer: str, *, keep_equation: bool = False) -> tuple[str, tuple[str, ...]]:
+    """The answer as it is compared, and the policies (:data:`~pipeline.verify.policies.POLICIES`) that shaped it:
+    math delimiters and a currency sign stripped, the last right-hand side of an equation kept (unless
+    ``keep_equation``: the gold is an equation), a trailing percent sign and trailing unit words dropped."""
+    fired: list[str] = []
     a = answer.strip().rstrip(".").strip()
     if (a.startswith("\\(") and a.endswith("\\)")) or (a.startswith("\\[") and a.endswith("\\]")):
         a = a[2:-2].strip()
-    a = _DOLLARS.sub("", a)
-    a = _last_rhs(a)
-    a = _PERCENT.sub("", a)
+    b = _DOLLARS.sub("", a)
+    if b != a and ("\\$" in a or a.count("$") % 2 or not (a.startswith("$") and a.endswith("$"))):
+        fired.append("currency")
+    a = b
+    if not keep_equation:
+        b = _last_rhs(a)
+        if b != a:
+            fired.append("last_rhs")
+        a = b
+    b = _PERCENT.sub("", a)
+    if b != a:
+        fired.append("percent_unit")
+    a = b
     if m := _UNIT_WORDS.match(a):
-        a = _THOUSANDS.sub("", m.group(1))
-    return a.strip().rstrip(".").strip()
+        b = _THOUSANDS.sub("", m.group(1))
+        if b != a and a != m.group(1):
+            fired.append("unit_words")
+        a = b
+    return a.strip().rstrip(".").strip(), tuple(fired)
+
+
+def normalize_answer(answer: str) -> str:
+    """The answer as it is compared with a value gold (see :func:`normalize`)."""
+    return normalize(answer)[0]
 
 
 def choice_letter(text: str) -> str | None:
@@ -132,30 +168,34 @@ def parse_answer(answer: str) -> list:
 
 
 def grade(gold: str, answer: str, *, options: GradeOptions = GradeOptions()) -> Grade:
-    """Compare one extracted answer with one gold. Raises on math-verify errors (the pool records them)."""
+    """Compare one extracted answer with one gold. Raises on math-verify errors (the pool records them).
+
+    The detail of a verdict a policy shaped names it (``policy: percent_unit``)."""
     from math_verify import verify
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notice
-    norm = normalize_answer(answer)
+    norm, fired = normalize(answer, keep_equation=is_equation(gold))
     if not norm:
-        return Grade("no_answer", "the extracted answer is empty after normalisation")
-    if _PROSE.match(norm):
-        return Grade("no_answer", "the extracted answer is prose (no digit, no math)")
+        return Grade("no_answer", detail_with(fired, "the extracted answer is empty after normalisation"))
+    if is_prose(norm):
+        return Grade("no_answer", detail_with(("prose",), "the extracted answer is prose (no digit, no math)"))
     gold_choice, ans_choice = choice_letter(gold), choice_letter(norm)
     if gold_choice is not None:
         if ans_choice is None:
-            return Grade("incorrect", f"gold is choice {gold_choice}; the answer is not a choice letter")
-        return Grade("correct" if ans_choice == gold_choice else "incorrect")
+            return Grade("incorrect", detail_with(("choice_letter",),
+                                                  f"gold is choice {gold_choice}; the answer is not a choice letter"))
+        return Grade("correct" if ans_choice == gold_choice else "incorrect", detail_with(("choice_letter",)))
     gk, ak = bracket_kind(gold), bracket_kind(norm)
     if {gk, ak} == {"set", "tuple"}:
-        return Grade("incorrect", f"gold is a {gk}, the answer a {ak}")
+        return Grade("incorrect", detail_with(("set_vs_tuple",), f"gold is a {gk}, the answer a {ak}"))
     gold_parsed = parse_gold(gold)
     if not gold_parsed:
         return Grade("error", f"gold {gold[:80]!r} does not parse")
     parsed = parse_answer(norm)
     if not parsed:
-        return Grade("no_answer", "math-verify cannot parse the extracted answer")
+        return Grade("no_answer", detail_with(fired, "math-verify cannot parse the extracted answer"))
     ok = verify(list(gold_parsed), parsed, float_rounding=options.float_rounding,
                 numeric_precision=options.numeric_precision, strict=options.strict,
                 timeout_seconds=None, raise_on_error=True)
-    return Grade("correct" if ok else "incorrect")
+    return Grade("correct" if ok else "incorrect", detail_with(fired))
+

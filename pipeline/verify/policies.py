@@ -1,0 +1,80 @@
+"""The verifier's decided policies: where passband's verdict may differ from raw math-verify's, and why.
+
+Raw math-verify means ``verify(parse(f"${gold}$"), parse(completion))`` with its defaults. Each
+verdict's ``detail`` names the policies that shaped it (``policy: percent_unit``), so every
+disagreement with raw math-verify can be traced to one row of this table; the differential test
+(tests/test_verify_differential.py) checks that it can, and that the stage matches the label
+there. docs/verifier.md shows the table with the number of generated cases each policy decides
+(``benchmarks/verify_agreement.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+# name -> (what the rule does, why math-verify's own reading is wrong there)
+POLICIES: dict[str, tuple[str, str]] = {
+    "marked_answer": (
+        "the answer is the one the completion marks as final (last \\boxed{}, the #### line, "
+        "'the answer is', 'final answer:', '... is the answer'), markdown emphasis removed, read as LaTeX "
+        "first and as a plain expression only as a fallback",
+        "raw math-verify takes the last box or else the last number or formula anywhere: a marked answer "
+        "followed by a stray number is judged on that number, and its plain parser reads `2*sqrt(3)` as 2"),
+    "percent_unit": (
+        "a trailing percent sign is a unit: `10\\%` equals 10",
+        "math-verify reads `10\\%` as 0.1, but GSM8K and MATH golds of 'what percent' questions are the bare number"),
+    "currency": (
+        "a leading or trailing dollar sign is a currency unit: `\\$18.00` equals 18",
+        "an escaped dollar can end math-verify's LaTeX region early"),
+    "unit_words": (
+        "a number followed by space-separated words (`12 apples`, `47 cm`) or a glued unit (`5cm`) is the number",
+        "math-verify reads `12 apples` as a product of symbols (12*a*p*p*l*e*s); juxtaposed symbols "
+        "(`2x`, `2k`, `3i`, `2\\pi`) are math and stay"),
+    "choice_letter": (
+        "a lone choice letter (`C`, `(C)`, `\\text{(C)}`) is compared as a letter, only with a choice-letter gold",
+        "math-verify reads `(C)` as the symbol c, equal to any expression that simplifies to c, and "
+        "compares a letter with a number gold"),
+    "set_vs_tuple": (
+        "an answer whose outer brackets are a tuple or interval is incorrect against a set gold, and the other way round",
+        "math-verify calls `(1,2)` equal to `\\{1,2\\}`"),
+    "prose": (
+        "an extracted 'answer' of three or more plain words (two of them 3+ letters) with no digit or math is `no_answer`",
+        "math-verify reads prose as a product of single-letter symbols"),
+    "last_rhs": (
+        "an answer that is an equation (`4 + 2 + 10 = 24`, `x = 5`) is graded by its last right-hand side, "
+        "unless the gold is an equation too; '..., which is 12' by what follows 'which is'",
+        "math-verify compares the whole equation with a value gold"),
+}
+
+
+class _HasDetail(Protocol):
+    detail: str | None
+    extractor: str | None
+
+
+PREFIX = "policy: "
+
+
+def detail_with(policies: list[str] | tuple[str, ...], detail: str | None = None) -> str | None:
+    """``detail`` prefixed with the policies that shaped the verdict (None when neither)."""
+    if not policies:
+        return detail
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise ValueError(f"undocumented verifier policies {unknown}; add them to POLICIES")
+    head = PREFIX + ", ".join(policies)
+    return f"{head}; {detail}" if detail else head
+
+
+def policies_in(detail: str | None) -> list[str]:
+    """The policy names a verdict's detail records."""
+    if not detail or not detail.startswith(PREFIX):
+        return []
+    return detail[len(PREFIX):].split(";", 1)[0].split(", ")
+
+
+def policy_of(judgement: _HasDetail) -> str:
+    """The policy a disagreement with raw math-verify falls under: the first one recorded on the verdict; with
+    none recorded, the answer the stage graded is another text than raw math-verify's pick (``marked_answer``)."""
+    named = policies_in(judgement.detail)
+    return named[0] if named else "marked_answer"
