@@ -32,7 +32,9 @@ class CatalogError(PassbandError):
 def table_dirs(params: Params) -> dict[str, list[str]]:
     """Every directory whose shards make up each table: one per table set (see tablesets)."""
     sets = [table_set(params, s) for s in SETS]
-    return {t: [getattr(ts, t) for ts in sets] for t in TABLES}
+    dirs = {t: [getattr(ts, t) for ts in sets] for t in TABLES}
+    dirs["rejects"] += [ts.rollout_rejects for ts in sets]  # problems a policy's engine could not take
+    return dirs
 
 
 def _table_sql(name: str, dirs: list[str], root: Path) -> str:

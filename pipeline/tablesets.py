@@ -30,6 +30,11 @@ class TableSet:
     difficulty: str
     metrics: str
 
+    @property
+    def rollout_rejects(self) -> str:
+        """Rejects rows of the rollout stage (problems a policy's engine could not take), beside the rollouts."""
+        return f"{self.rollouts}/rejects"
+
     def dir(self, table: str, root: Path) -> Path:
         return root / getattr(self, table)
 

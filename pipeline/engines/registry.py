@@ -150,6 +150,12 @@ class Engine(ABC):
         pass
 
     # generation -------------------------------------------------------------------------
+    def prompt_problem(self, request: Request) -> str | None:
+        """Why this engine cannot generate for ``request`` at all (a prompt past its context length), or None.
+
+        The rollout stage skips such a problem for the policy and records the reason; the default is None."""
+        return None
+
     @abstractmethod
     def _stream(self, requests: Sequence[Request]) -> Iterator[Sample]:
         """Yield every sample of every request, in any order, as each finishes."""

@@ -85,6 +85,14 @@ class VLLMEngine(Engine):
         text = self.tokenizer.apply_chat_template(list(request.prompt.messages), tokenize=False, add_generation_prompt=True)
         return {"prompt_token_ids": self.tokenizer(text, add_special_tokens=False)["input_ids"]}
 
+    def prompt_problem(self, request: Request) -> str | None:
+        """A prompt of ``max_model_len`` tokens or more leaves no room to generate (vLLM would raise on it)."""
+        self.start()
+        p = self.engine_prompt(request)
+        n = len(p["prompt_token_ids"]) if "prompt_token_ids" in p else len(self.tokenizer(p["prompt"])["input_ids"])
+        limit = self.options.max_model_len
+        return f"prompt has {n} tokens; the engine's max_model_len is {limit}" if n >= limit else None
+
     def sampling_params(self, request: Request, seed: int):
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind

@@ -5,6 +5,13 @@ only when some key is missing (one engine per distinct model/engine/options, sha
 policies that need it), writes each finished shard atomically as the core yields it, then
 the policies table and the run's metrics. Killed at any point, a re-run redoes at most the
 shards that were not yet written.
+
+A problem whose prompt the engine cannot take at all (longer than vLLM's ``max_model_len``) is
+skipped for that policy and the rest of the run completes; the skip is a ``rejects`` row (stage
+``rollout``, reason ``prompt_too_long``, source_id ``<policy_id>/<problem_id>``) under
+``<rollouts>/rejects/``, which the catalog's ``rejects`` view includes::
+
+    passband sql "select source_id, detail from rejects where stage = 'rollout'"
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pipeline.errors import PassbandError
 from pipeline.io import read_table, write_json, write_table
 from pipeline.rollout.core import existing_keys, plan, rollout, select_problems
 from pipeline.rollout.policy import Policy, check_distinct, policies_table, resolve_policy
+from pipeline.schema import schema
 from pipeline.tablesets import table_set
 
 __all__ = ["RolloutResult", "rollout", "run"]
@@ -43,6 +51,7 @@ class RolloutResult:
     samples_existing: int = 0
     tokens: int = 0
     shards: int = 0
+    skipped: int = 0  # (problem, policy) pairs the engine cannot take (prompt too long)
     generate_s: float = 0.0
     startup_s: float = 0.0
     wall_s: float = 0.0
@@ -60,6 +69,7 @@ class RolloutResult:
             "samples_existing": self.samples_existing,
             "tokens": self.tokens,
             "shards_written": self.shards,
+            "problems_skipped": self.skipped,
             "seconds": round(self.generate_s, 3),
             "tokens_per_s": round(self.tokens_per_s, 2),
             "engine_startup_s": round(self.startup_s, 3),
@@ -90,6 +100,19 @@ def _clean_temp(directory: Path) -> None:
     """Remove the temp files of writes that were killed (readers never see them; this only frees space)."""
     for tmp in directory.glob(".*.tmp"):
         tmp.unlink(missing_ok=True)
+
+
+def _write_skips(path: Path, policy: Policy, skips: list[tuple[str, str]], problems) -> None:
+    """The policy's skipped problems as rejects rows (the file replaced: skips are redone on every run)."""
+    if not skips:
+        path.unlink(missing_ok=True)
+        return
+    src = dict(zip(problems.column("problem_id").to_pylist(), problems.column("source").to_pylist(), strict=True))
+    qs = dict(zip(problems.column("problem_id").to_pylist(), problems.column("question").to_pylist(), strict=True))
+    rows = [{"stage": "rollout", "source": src[pid], "source_id": f"{policy.policy_id}/{pid}", "reason": "prompt_too_long",
+             "detail": f"policy {policy.name}: {why}; skipped for this policy", "excerpt": qs[pid][:200]}
+            for pid, why in skips]
+    write_table(schema("rejects").from_rows(rows), path, name="rejects")
 
 
 def _engine_key(policy: Policy, options: dict[str, Any]) -> tuple[str, ModelSpec, str]:
@@ -171,10 +194,15 @@ def run(
                             bar.set_postfix_str(f"{result.tokens / elapsed:.1f} tok/s", refresh=False)
 
                     result.prompts += len(todo[p.policy_id])
+                    skips: list[tuple[str, str]] = []
                     for name, table in rollout(problems, policy=p, k=cfg.k, existing=existing[p.policy_id],
-                                               engine=engine, shard_size=cfg.shard_size, on_sample=on_sample):
+                                               engine=engine, shard_size=cfg.shard_size, on_sample=on_sample,
+                                               on_skip=lambda pid, why, skips=skips: skips.append((pid, why))):
                         write_table(table, out / f"{name}.parquet", name="rollouts")
                         result.shards += 1
+                    _write_skips(root / ts.rollout_rejects / f"{p.policy_id}.parquet", p, skips, problems)
+                    result.skipped += len(skips)
+                    stats["problems_skipped"] = len(skips)
                 t_gen[0] += time.perf_counter() - t0
             finally:
                 engine.close()

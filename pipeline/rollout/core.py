@@ -108,9 +108,24 @@ def rollout(
     engine: Engine,
     shard_size: int = 64,
     on_sample: Callable[[Sample], None] | None = None,
+    on_skip: Callable[[str, str], None] | None = None,
 ) -> Iterator[tuple[str, pa.Table]]:
-    """Generate the missing samples of ``policy`` on ``problems``; yield ``(shard_name, table)`` per finished shard."""
-    shards = shard_plan(plan(problems, k=k, existing=existing), shard_size)
+    """Generate the missing samples of ``policy`` on ``problems``; yield ``(shard_name, table)`` per finished shard.
+
+    A problem the engine cannot generate for at all (:meth:`Engine.prompt_problem`: a prompt past its
+    context length) is skipped for this policy with ``on_skip(problem_id, reason)``; without ``on_skip``
+    it stops the run."""
+    work = plan(problems, k=k, existing=existing)
+    request_of = {r.id: r for r in requests_for(policy, work)}
+    kept = []
+    for w in work:
+        if (why := engine.prompt_problem(request_of[w.problem_id])) is None:
+            kept.append(w)
+        elif on_skip is None:
+            raise EngineError(f"engine {engine.name} cannot generate for problem {w.problem_id}: {why}")
+        else:
+            on_skip(w.problem_id, why)
+    shards = shard_plan(kept, shard_size)
     if not shards:
         return
     shard_of: dict[str, int] = {}
@@ -123,8 +138,7 @@ def rollout(
             idxs[w.problem_id] = w.sample_idxs
     done: dict[int, list[tuple[str, int, Sample]]] = {}
     seen: set[tuple[str, int]] = set()
-    requests = requests_for(policy, (w for shard in shards for w in shard))
-    for sample in engine.stream(requests):
+    for sample in engine.stream(request_of[w.problem_id] for shard in shards for w in shard):
         pid = sample.request_id
         if pid not in shard_of or not 0 <= sample.index < len(idxs[pid]) or (pid, sample.index) in seen:
             raise EngineError(f"engine {engine.name} returned an unexpected sample {sample.index} of request {pid}")
