@@ -65,7 +65,7 @@ _DOLLARS = re.compile(r"^\s*\\?\$+\s*|\s*\$+\s*$")
 _NUM = r"-?\d[\d,]*(?:\.\d+)?"
 # a number and then words: space-separated (the first word of two or more letters, not pi), or a glued unit
 _GLUED_UNIT = r"(?:cm|mm|km|kg|mg|lbs?|oz|ft|mph|hrs?|mins?|secs?|ml|cents?|dollars?|units?)\.?"
-_UNIT_WORDS = re.compile(rf"^({_NUM})(?:\s+(?!pi\b)[A-Za-z]{{2,}}[A-Za-z ]*|\s*{_GLUED_UNIT})$")
+_UNIT_WORDS = re.compile(rf"^({_NUM})(?:\s+(?!pi\b)[A-Za-z]{{2,}}[A-Za-z. ]*|\s*{_GLUED_UNIT})$")
 _TEXT = re.compile(r"^\\(?:text|textbf|mathrm)\{(.*)\}$")
 _PROSE_WORD = re.compile(r"^[A-Za-z'’]+[,.;:!?]?$")
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
