@@ -68,6 +68,7 @@ _GLUED_UNIT = r"(?:cm|mm|km|kg|mg|lbs?|oz|ft|mph|hrs?|mins?|secs?|ml|cents?|doll
 _UNIT_WORDS = re.compile(rf"^({_NUM})(?:\s+(?!pi\b)[A-Za-z]{{2,}}[A-Za-z. ]*|\s*{_GLUED_UNIT})$")
 _TEXT = re.compile(r"^\\(?:text|textbf|mathrm)\{(.*)\}$")
 _PROSE_WORD = re.compile(r"^[A-Za-z'’]+[,.;:!?]?$")
+_INTEGER = re.compile(r"^-?\d{1,30}$")
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(\D|$))")
 
@@ -188,6 +189,8 @@ def grade(gold: str, answer: str, *, options: GradeOptions = GradeOptions()) -> 
     gk, ak = bracket_kind(gold), bracket_kind(norm)
     if {gk, ak} == {"set", "tuple"}:
         return Grade("incorrect", detail_with(("set_vs_tuple",), f"gold is a {gk}, the answer a {ak}"))
+    if _INTEGER.match(gold) and _INTEGER.match(norm):  # math-verify's verdict on two integers, without sympy
+        return Grade("correct" if int(gold) == int(norm) else "incorrect", detail_with(fired))
     gold_parsed = parse_gold(gold)
     if not gold_parsed:
         return Grade("error", f"gold {gold[:80]!r} does not parse")
