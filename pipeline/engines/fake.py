@@ -9,7 +9,8 @@ Other questions get ``" The answer is <n>."`` with ``n`` from the seed. ``max_to
 text (word count stands in for tokens; ``finish_reason`` becomes ``length``). Options:
 ``delay_s`` (sleep per sample, for crash tests), ``log_path`` (append one line per generated
 sample, so a test in another process can see exactly what was generated), ``fail_after``
-(raise after that many samples). ``calls`` records every request in this process.
+(raise after that many samples), ``max_prompt_chars`` (a longer prompt cannot be taken, as past a
+model's context length). ``calls`` records every request in this process.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class FakeOptions(Model):
     correct_rate: float = Field(0.5, ge=0, le=1)
     log_path: str | None = None
     fail_after: int | None = Field(None, ge=0)
+    max_prompt_chars: int | None = Field(None, gt=0, description="a longer prompt cannot be taken (stands in for "
+                                                                 "a model's context length)")
 
 
 def prompt_text(prompt: Prompt) -> str:
@@ -64,6 +67,11 @@ class FakeEngine(Engine):
         super().__post_init__()
         self.calls: list[list[tuple[str, int]]] = []  # per stream() call: (request_id, seed) of every sample
         self.generated = 0
+
+    def prompt_problem(self, request: Request) -> str | None:
+        limit = self.options.max_prompt_chars
+        n = len(prompt_text(request.prompt))
+        return f"prompt has {n} characters; the engine's max_prompt_chars is {limit}" if limit and n > limit else None
 
     def _stream(self, requests: Sequence[Request]) -> Iterator[Sample]:
         opts: FakeOptions = self.options
