@@ -18,10 +18,20 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-from pipeline.annotate.quality import FLAG_LABEL, LABELLED_SET, load_labels, measure, render, verify_rows
-from pipeline.config import AnnotateConfig
+from pipeline.annotate.quality import (  # noqa: E402
+    FLAG_LABEL,
+    LABELLED_SET,
+    MEASURED,
+    load_labels,
+    measure,
+    render,
+    to_yaml,
+    verify_rows,
+)
+from pipeline.config import AnnotateConfig  # noqa: E402
 
 SWEEPS = {  # FlagOptions knob -> values tried (the default first)
     "unsupported_setup": [False, True],
@@ -30,7 +40,8 @@ SWEEPS = {  # FlagOptions knob -> values tried (the default first)
     "line_repetition_min": [3, 2, 4],
     "loop_max_distinct_ratio": [0.5, 0.3, 0.7],
 }
-KNOB_FLAG = {"unsupported_setup": "unsupported_answer", "computation_skip_ratio": "computation_skip", "answer_repetition_min": "answer_repetition",
+KNOB_FLAG = {"unsupported_setup": "unsupported_answer", "computation_skip_ratio": "computation_skip",
+             "answer_repetition_min": "answer_repetition",
              "line_repetition_min": "answer_repetition", "loop_max_distinct_ratio": "repetition_loop"}
 
 
@@ -38,6 +49,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--labels", type=Path, default=LABELLED_SET)
     ap.add_argument("--sweep", action="store_true", help="also sweep each threshold over the labelled set")
+    ap.add_argument("--write", action="store_true", help=f"write the figures to {MEASURED.relative_to(REPO)}")
     ap.add_argument("--show", choices=sorted(FLAG_LABEL), help="list the rows where this flag and its label disagree")
     args = ap.parse_args()
     rows = load_labels(args.labels)
@@ -50,6 +62,11 @@ def main() -> None:
     if un.recall is not None:
         targets.append(f"unsupported_answer recall {un.recall:.2f} {'>=' if un.recall >= 0.8 else '<'} 0.8")
     print("\ntargets: " + "; ".join(targets))
+    if args.write:
+        from pipeline.io import atomic_write_text
+
+        atomic_write_text(MEASURED, to_yaml(q))
+        print(f"\nwrote {MEASURED.relative_to(REPO)}")
     if args.show:
         label = FLAG_LABEL[args.show]
         fired = q.hits[args.show]

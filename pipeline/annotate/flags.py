@@ -355,10 +355,20 @@ def sql_literal(text: str) -> str:
 
 
 def flag_kinds_sql() -> str:
-    """The registered detectors as a VALUES relation: flag, kind, description (the first line of its doc)."""
+    """The registered detectors as a VALUES relation: flag, kind, description (the first line of its doc), and the
+    precision and recall measured on the labelled set (``pipeline/annotate/flag_quality.yaml``; NULL if unmeasured)."""
+    from pipeline.annotate.quality import measured
+
+    figures = measured()
+
+    def num(flag: str, key: str) -> str:
+        v = figures.get(flag, {}).get(key)
+        return "NULL::DOUBLE" if v is None else f"{float(v)!r}::DOUBLE"
+
     rows = ", ".join(f"({sql_literal(d.name)}, {sql_literal(d.kind)}, "
-                     f"{sql_literal(d.doc.splitlines()[0].replace('``', '') if d.doc else '')})" for d in DETECTORS.values())
-    return f"SELECT * FROM (VALUES {rows}) t(flag, kind, description)"
+                     f"{sql_literal(d.doc.splitlines()[0].replace('``', '') if d.doc else '')}, "
+                     f"{num(d.name, 'precision')}, {num(d.name, 'recall')})" for d in DETECTORS.values())
+    return f"SELECT * FROM (VALUES {rows}) t(flag, kind, description, precision, recall)"
 
 
 def sql_hits_sql(detectors: Sequence[Detector], opts: FlagOptions, *, source: str) -> str:

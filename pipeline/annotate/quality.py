@@ -42,6 +42,9 @@ FLAG_LABEL = {
 FIELDS = ("id", "source", "question", "gold", "solution", "completion", "n_tokens", "finish_reason", "final_answer",
           *LABELS, "note")
 LABELLED_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "flag_labels.jsonl"
+# the figures measured on the labelled set, written by `benchmarks/flag_quality.py --write`: shown next to each
+# flag's rate (flag_kinds view, `passband summary`, the dataset card) and held as floors by tests/test_flag_quality.py
+MEASURED = Path(__file__).with_name("flag_quality.yaml")
 
 
 class LabelsError(PassbandError):
@@ -163,6 +166,31 @@ def measure(rows: Sequence[dict], *, annotate: AnnotateConfig | None = None, ver
     for status, r in zip(result.verdicts.column("status").to_pylist(), rows, strict=True):
         agreement[(status, r["correct"])] = agreement.get((status, r["correct"]), 0) + 1
     return Quality(len(rows), out, agreement, hits)
+
+
+def measured(path: Path = MEASURED) -> dict[str, dict]:
+    """flag -> {label, flagged, labelled, both, precision, recall} as last measured; {} when never measured."""
+    import yaml
+
+    if not path.is_file():
+        return {}
+    try:
+        return yaml.safe_load(path.read_text())["flags"]
+    except (yaml.YAMLError, KeyError, TypeError) as exc:
+        raise LabelsError(f"{path} is damaged ({exc}); rewrite it with: python benchmarks/flag_quality.py --write") from None
+
+
+def to_yaml(q: Quality) -> str:
+    """The measured figures as :data:`MEASURED` holds them."""
+    import yaml
+
+    flags = {f.flag: {"label": f.label, "flagged": f.flagged, "labelled": f.labelled, "both": f.both,
+                      "precision": None if f.precision is None else round(f.precision, 4),
+                      "recall": None if f.recall is None else round(f.recall, 4)} for f in q.flags}
+    head = ("# Written by `python benchmarks/flag_quality.py --write` from tests/data/flag_labels.jsonl; do not edit.\n"
+            "# Each flag against the label it claims (docs/flags.md); tests/test_flag_quality.py holds these as floors.\n")
+    return head + yaml.safe_dump({"labelled_rows": q.rows, "verify_agreement": round(q.verify_agreement, 4),
+                                  "flags": flags}, sort_keys=False)
 
 
 def _ratio(x: float | None, ci: tuple[float, float] | None) -> str:
