@@ -22,6 +22,7 @@ import operator
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from pipeline.verify.grader import normalize_answer
 
@@ -32,8 +33,8 @@ _DELIMS = re.compile(r"\\[()\[\]]|\$")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _TIMES_X = re.compile(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])")
 # operators and '=' in words, between numbers: "58 plus 67 and you get 125" -> "58 + 67 = 125"
-_WORD_OPS = [(re.compile(rf"(?<=[\d)])\s+(?:{words})\s+(?=[-$\d(])", re.I), sym) for words, sym in (
-    ("plus", " + "), ("minus", " - "), ("times|multiplied by", " * "), ("divided by|over", " / "),
+_WORD_OPS = [(re.compile(rf"(?<=[\d)%])\s+(?:{words})\s+(?=[-$\d(])", re.I), sym) for words, sym in (
+    ("plus", " + "), ("minus", " - "), ("times|multiplied by|of", " * "), ("divided by|over", " / "),
     ("equals|is equal to|is|makes|gives|and you get|you get|to get|and get|gets you", " = "))]
 # a unit after a number, before an operator or '=': "4 bags * 10 eggs = 40 eggs" -> "4 * 10 = 40 eggs"
 _UNIT = re.compile(r"(?<=\d)(?:\s+(?!x\b)[A-Za-z][A-Za-z']*){1,2}(?=\s*(?:[-+*/=]|\\times|\\cdot))")
@@ -41,6 +42,7 @@ _UNIT = re.compile(r"(?<=\d)(?:\s+(?!x\b)[A-Za-z][A-Za-z']*){1,2}(?=\s*(?:[-+*/=
 _CLAUSE = re.compile(r"\.(?=\s|$)|[,;](?=\s)|[:?!\n]")
 # a run of arithmetic: digits, operators, brackets, '=', and (for sympy) LaTeX commands and braces
 _RUN = re.compile(r"(?:[\d.\s(){}+\-*/^%=]|\\[A-Za-z]+)*=(?:[\d.\s(){}+\-*/^%=]|\\[A-Za-z]+)*")
+_OPERATOR = re.compile(r"(?<=[\d)\s])[-+*/^]|\\")
 _PLAIN = re.compile(r"^[\d.\s()+\-*/^%]+$")
 NUM = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
 
@@ -60,6 +62,8 @@ class Statement:
     def ok(self) -> bool | None:
         if self.lhs_value is None or self.rhs_value is None:
             return None
+        if self.lhs_value != self.rhs_value and not _OPERATOR.search(self.lhs) and not _OPERATOR.search(self.rhs):
+            return None  # "3 dozen = 36", "2 hours = 120 minutes": a conversion with its units dropped, not arithmetic
         return agrees(self.lhs_value, self.rhs_value, self.rhs)
 
     @property
@@ -78,8 +82,17 @@ def agrees(value: Fraction, written: Fraction, text: str) -> bool:
     return False
 
 
+_INT = re.compile(r"\s*(-?\d+)\s*")
+_INT_OP_INT = re.compile(r"\s*(\d+)\s*([-+*])\s*(\d+)\s*")
+_INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
 def _evaluate_plain(expr: str) -> Fraction | None:
     """An arithmetic expression (numbers, + - * / ^, brackets) as an exact rational, or None."""
+    if m := _INT.fullmatch(expr):  # the common shapes without the parser: "25", "52 - 27"
+        return Fraction(int(m.group(1)))
+    if m := _INT_OP_INT.fullmatch(expr):
+        return Fraction(_INT_OPS[m.group(2)](int(m.group(1)), int(m.group(3))))
     expr = expr.strip().replace("{", "(").replace("}", ")")
     if not expr or not _PLAIN.match(expr) or not re.search(r"\d", expr):
         return None
@@ -93,7 +106,7 @@ def _evaluate_plain(expr: str) -> Fraction | None:
 
 def _eval_node(node: ast.AST) -> Fraction | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return Fraction(str(node.value))
+        return Fraction(node.value) if isinstance(node.value, int) else Fraction(str(node.value))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         v = _eval_node(node.operand)
         return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
@@ -137,8 +150,9 @@ def evaluate(expr: str) -> Fraction | None:
 
 def _normalise(text: str) -> str:
     for a, b in _LATEX_OPS:
-        text = text.replace(a, b)
-    for _ in range(3):  # nested \frac{\frac{a}{b}}{c}
+        if a in text:
+            text = text.replace(a, b)
+    for _ in range(3 if "frac" in text else 0):  # nested \frac{\frac{a}{b}}{c}
         text = _FRAC.sub(r"((\1)/(\2))", text)
     text = _DELIMS.sub(" ", text)
     text = _THOUSANDS.sub("", text)
@@ -155,7 +169,7 @@ def statements(text: str) -> list[Statement]:
     for clause in _CLAUSE.split(_normalise(text)):
         for m in _RUN.finditer(clause):
             sides = [s.strip().rstrip(".").strip() for s in m.group().split("=")]
-            if sides[0][:1] in "+*/^" and (word := re.search(r"(\S+)\s*$", clause[:m.start()])):
+            if sides[0][:1] and sides[0][0] in "+*/^" and (word := re.search(r"(\S+)\s*$", clause[:m.start()])):
                 sides[0] = f"{word.group(1)} {sides[0]}"  # "Ben * 4": a word in the arithmetic
             for lhs, rhs in itertools.pairwise(sides):
                 if not lhs or not rhs:  # "x = 5", "Total = 40": a name, not a claim
@@ -174,8 +188,9 @@ def answer_value(extracted: str | None) -> Fraction | None:
     return evaluate(_THOUSANDS.sub("", normalize_answer(extracted)))
 
 
-def question_numbers(question: str) -> set[Fraction]:
-    return {Fraction(m) for m in NUM.findall(_THOUSANDS.sub("", question))}
+@lru_cache(maxsize=16384)
+def question_numbers(question: str) -> frozenset[Fraction]:
+    return frozenset(Fraction(m) for m in NUM.findall(_THOUSANDS.sub("", question)))
 
 
 def show(v: Fraction) -> str:

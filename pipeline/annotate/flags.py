@@ -57,12 +57,13 @@ class FlagOptions(Model):
     """
 
     rare_success_max_pass_rate: float = Field(0.125, ge=0, le=1)
-    computation_skip_ratio: float = Field(0.5, gt=0, le=1, description="fire below this share of the reference's steps")
+    computation_skip_ratio: float = Field(0.67, gt=0, le=1, description="fire below this share of the reference's steps"
+                                          " (chosen on the labelled set: docs/flags.md)")
     computation_skip_min_correct: int = Field(3, ge=2, description="correct samples needed when there is no reference solution")
     answer_repetition_min: int = Field(3, ge=2, description="the final answer stated at least this many times")
     line_repetition_min: int = Field(3, ge=2, description="one line (>= 3 characters) written at least this many times")
-    unsupported_setup: bool = Field(False, description="unsupported_answer also fires when the working never uses a "
-                                                         "number of the question (wrong setup)")
+    unsupported_setup: bool = Field(True, description="unsupported_answer also fires when the working never uses a "
+                                                        "number of the question (wrong setup; docs/flags.md)")
     loop_min_words: int = Field(24, ge=8)
     loop_max_distinct_ratio: float = Field(0.5, gt=0, lt=1,
                                            description="distinct word 4-grams / all 4-grams below this is a loop")
@@ -258,7 +259,7 @@ def answer_repetition(row: dict, opts: FlagOptions) -> Hit | None:
     count. Score: the count.
     """
     text = row["completion"]
-    stated = Counter(normalize_answer(c.answer) for c in candidates(text))
+    stated = Counter(normalize_answer(a) for a in stated_answers(text))
     if stated:
         ans, n = stated.most_common(1)[0]
         if n >= opts.answer_repetition_min:
@@ -303,14 +304,23 @@ def multiple_answers(row: dict, opts: FlagOptions) -> Hit | None:
     not an answer. Score: the number of distinct answers.
     """
     seen: dict[str, str] = {}
-    for c in candidates(row["completion"]):
-        if len(c.answer.split()) > 3 and answer_value(c.answer) is None:
+    for a in stated_answers(row["completion"]):
+        if len(a.split()) > 3 and answer_value(a) is None:
             continue  # "the answer is Ana has 17 - Ana's friend's marbles now": prose, not an answer
-        seen.setdefault(answer_key(c.answer), c.answer)
+        seen.setdefault(answer_key(a), a)
     if len(seen) < 2:
         return None
     shown = ", ".join(repr(a) for a in list(seen.values())[:6])
     return Hit(float(len(seen)), f"{len(seen)} different final answers: {shown}")
+
+
+_NESTED = re.compile(r"(?i),?\s+(?:the\s+)?(?:correct\s+|final\s+|real\s+)?answer\s+is\b")
+
+
+def stated_answers(text: str) -> list[str]:
+    """Every final answer the text states (:func:`candidates`), each cut where it runs into the next statement:
+    "Since the answer is 36, the correct answer is 36 - 17 = 8." states 36, then 8."""
+    return [_NESTED.split(c.answer)[0] for c in candidates(text)]
 
 
 def answer_key(answer: str) -> str:
