@@ -34,8 +34,8 @@ from pipeline.annotate.quality import (  # noqa: E402
 from pipeline.config import AnnotateConfig  # noqa: E402
 
 SWEEPS = {  # FlagOptions knob -> values tried (the default first)
-    "unsupported_setup": [False, True],
-    "computation_skip_ratio": [0.5, 0.34, 0.67, 1.0],
+    "unsupported_setup": [True, False],
+    "computation_skip_ratio": [0.67, 0.34, 0.5, 1.0],
     "answer_repetition_min": [3, 2, 4],
     "line_repetition_min": [3, 2, 4],
     "loop_max_distinct_ratio": [0.5, 0.3, 0.7],
