@@ -19,8 +19,8 @@ alternating the order, and reports each round's stage / raw ratio and their medi
   stage's SQL; answer_in_question, answer_repetition, multiple_answers and repetition_loop's 4-gram
   test re-expressed with regexes and list functions (RE2: no look-behind, so the question's numbers
   are matched a little more loosely; answer_in_question's "no true statement computes it" is "no '= answer'";
-  evidence texts shorter); unsupported_answer as "correct, no '=' at all, the answer not in the question" (on
-  this data the only correct completions it fires on are the hedged ones with no working). Difficulty: every
+  evidence texts shorter); unsupported_answer as "correct, no '=' at all" (no working: the answer is
+  not computed, or the question's numbers are never used; on this data these are the hedged completions). Difficulty: every
   column except
   ci_low/ci_high, pass_at_k and band_confidence (Beta quantiles and masses, not in DuckDB); the band
   uses the default ranges. Left out: computation_skip's median fallback (every synthetic problem
@@ -156,7 +156,7 @@ RAW_HITS = f"""COPY (
   FROM c WHERE status = 'correct' AND list_contains({_QNUMS}, {_ANS})
     AND NOT regexp_matches(completion, '=\\s*' || {_ANS} || '([^0-9.]|[.]([^0-9]|$)|$)')
   UNION ALL SELECT problem_id, policy_id, sample_idx, 'unsupported_answer', 0.0, 'no true computation gives the answer', true
-  FROM c WHERE status = 'correct' AND NOT contains(completion, '=') AND NOT list_contains({_QNUMS}, {_ANS})
+  FROM c WHERE status = 'correct' AND NOT contains(completion, '=')
   UNION ALL SELECT problem_id, policy_id, sample_idx, 'computation_skip', steps / ref_steps,
          format('{{{{}}}} steps where the reference solution has {{{{:g}}}}', steps, ref_steps::DOUBLE), true
   FROM c WHERE status = 'correct' AND ref_steps > 0 AND steps < 0.5 * ref_steps
