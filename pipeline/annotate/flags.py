@@ -306,7 +306,11 @@ def multiple_answers(row: dict, opts: FlagOptions) -> Hit | None:
     seen: dict[str, str] = {}
     for a in stated_answers(row["completion"]):
         if len(a.split()) > 3 and answer_value(a) is None:
-            continue  # "the answer is Ana has 17 - Ana's friend's marbles now": prose, not an answer
+            # "2 * 6 = 12 bolts of blue fibre, so ...": the leading arithmetic is the answer; "Ana has 17 - Ana's
+            # friend's marbles now" is prose, not an answer
+            if not (m := _LEADING.match(a)):
+                continue
+            a = m.group(1)
         seen.setdefault(answer_key(a), a)
     if len(seen) < 2:
         return None
@@ -314,6 +318,8 @@ def multiple_answers(row: dict, opts: FlagOptions) -> Hit | None:
     return Hit(float(len(seen)), f"{len(seen)} different final answers: {shown}")
 
 
+_LEADING = re.compile(r"\s*(\$?-?\d[\d,]*(?:\.\d+)?(?:\s*[-+*/x]\s*\$?\d[\d,]*(?:\.\d+)?)*"
+                      r"(?:\s*=\s*\$?-?\d[\d,]*(?:\.\d+)?)?)")
 _NESTED = re.compile(r"(?i),?\s+(?:the\s+)?(?:correct\s+|final\s+|real\s+)?answer\s+is\b")
 
 
