@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from pipeline.verify.extract import candidates
 from pipeline.verify.grader import normalize_answer
 
 _LATEX_OPS = ((r"\times", "*"), (r"\cdot", "*"), (r"\div", "/"), (r"\left", ""), (r"\right", ""), (r"\,", ""),
@@ -204,3 +205,23 @@ def computes(text: str, value: float | Fraction) -> bool:
     """Whether a true statement of ``text`` has ``value`` on its right-hand side."""
     target = Fraction(value)
     return any(s.ok and s.rhs_value == target for s in statements(text))
+
+
+# -- final answers, compared by value (multiple_answers, answer_repetition) --------------------------
+
+LEADING = re.compile(r"\s*(\$?-?\d[\d,]*(?:\.\d+)?(?:\s*[-+*/x]\s*\$?\d[\d,]*(?:\.\d+)?)*"
+                     r"(?:\s*=\s*\$?-?\d[\d,]*(?:\.\d+)?)?)")
+_NESTED = re.compile(r"(?i),?\s+(?:the\s+)?(?:correct\s+|final\s+|real\s+)?answer\s+is\b")
+
+
+def stated_answers(text: str) -> list[str]:
+    """Every final answer the text states (:func:`candidates`), each cut where it runs into the next statement:
+    "Since the answer is 36, the correct answer is 36 - 17 = 8." states 36, then 8."""
+    return [_NESTED.split(c.answer)[0] for c in candidates(text)]
+
+
+def answer_key(answer: str) -> str:
+    """One key per answer as the grader reads it: normalised, then its exact value where it is arithmetic
+    (``943 * 13 = 10,229``, ``10229.0`` and ``10229`` are one answer; so are ``14 + 6`` and ``20``)."""
+    value = answer_value(answer)
+    return str(value) if value is not None else normalize_answer(answer)

@@ -40,11 +40,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pydantic import Field
 
-from pipeline.annotate.arith import answer_value, computes
+from pipeline.annotate.arith import LEADING, answer_key, answer_value, computes, stated_answers
 from pipeline.annotate.stats import TRL_STD_EPS, grpo_advantage
 from pipeline.config import Model, unknown_name
 from pipeline.schema import schema
-from pipeline.verify.extract import candidates
 from pipeline.verify.grader import normalize_answer
 
 KINDS = ("risk", "shortcut", "degeneracy")
@@ -308,7 +307,7 @@ def multiple_answers(row: dict, opts: FlagOptions) -> Hit | None:
         if len(a.split()) > 3 and answer_value(a) is None:
             # "2 * 6 = 12 bolts of blue fibre, so ...": the leading arithmetic is the answer; "Ana has 17 - Ana's
             # friend's marbles now" is prose, not an answer
-            if not (m := _LEADING.match(a)):
+            if not (m := LEADING.match(a)):
                 continue
             a = m.group(1)
         seen.setdefault(answer_key(a), a)
@@ -316,24 +315,6 @@ def multiple_answers(row: dict, opts: FlagOptions) -> Hit | None:
         return None
     shown = ", ".join(repr(a) for a in list(seen.values())[:6])
     return Hit(float(len(seen)), f"{len(seen)} different final answers: {shown}")
-
-
-_LEADING = re.compile(r"\s*(\$?-?\d[\d,]*(?:\.\d+)?(?:\s*[-+*/x]\s*\$?\d[\d,]*(?:\.\d+)?)*"
-                      r"(?:\s*=\s*\$?-?\d[\d,]*(?:\.\d+)?)?)")
-_NESTED = re.compile(r"(?i),?\s+(?:the\s+)?(?:correct\s+|final\s+|real\s+)?answer\s+is\b")
-
-
-def stated_answers(text: str) -> list[str]:
-    """Every final answer the text states (:func:`candidates`), each cut where it runs into the next statement:
-    "Since the answer is 36, the correct answer is 36 - 17 = 8." states 36, then 8."""
-    return [_NESTED.split(c.answer)[0] for c in candidates(text)]
-
-
-def answer_key(answer: str) -> str:
-    """One key per answer as the grader reads it: normalised, then its exact value where it is arithmetic
-    (``943 * 13 = 10,229``, ``10229.0`` and ``10229`` are one answer; so are ``14 + 6`` and ``20``)."""
-    value = answer_value(answer)
-    return str(value) if value is not None else normalize_answer(answer)
 
 
 # -- the runner --------------------------------------------------------------------------------
