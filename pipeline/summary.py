@@ -28,13 +28,8 @@ SELECT method, parents_tried, reformulations, rejected, children_measured,
 FROM reformulation_report ORDER BY method
 """
 
-# each flag's rate next to the precision and recall measured on the labelled set (docs/flags.md)
-FLAGS = """
-SELECT k.flag, k.kind, count(f.flag) AS flagged, round(count(f.flag) / (SELECT count(*) FROM rollouts), 4) AS rate,
-       round(k.precision, 2) AS "precision (labelled)", round(k.recall, 2) AS "recall (labelled)"
-FROM flag_kinds k LEFT JOIN flags f USING (flag)
-GROUP BY k.flag, k.kind, k.precision, k.recall ORDER BY list_position(['shortcut', 'risk', 'degeneracy'], k.kind), k.flag
-"""
+# each flag's rate next to the precision and recall measured on the labelled set (the flag_quality view)
+FLAGS = "SELECT * FROM flag_quality"
 
 
 def _show(title: str, df: pl.DataFrame | None) -> None:
@@ -53,7 +48,7 @@ def summary(*, params, root) -> None:
     """Print band counts per policy, flag rates with their measured precision, the reformulation report and how to
     load the published dataset."""
     _show("Difficulty bands (difficulty view)", query(params, BANDS, root=root))
-    _show("Flags (flags and flag_kinds views; precision/recall measured on labelled completions, docs/flags.md)",
+    _show("Flags (flag_quality view; precision/recall measured on labelled completions, docs/flags.md)",
           query(params, FLAGS, root=root))
     _show("Reformulation (reformulation_report view)", query(params, REPORT, root=root))
     folder = root / params.paths.published
