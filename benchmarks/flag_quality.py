@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/flag_quality.py            # the table in docs/flags.md
     .venv/bin/python benchmarks/flag_quality.py --sweep    # plus the threshold sweeps behind the defaults
     .venv/bin/python benchmarks/flag_quality.py --show unsupported_answer   # the rows behind a figure
+    .venv/bin/python benchmarks/flag_quality.py --main-job  # unsupported_answer on the main job's data/ (after repro)
 
 Reads tests/data/flag_labels.jsonl (real SmolLM2-135M completions, 3-shot, max_tokens 256, on the
 synthetic set and GSM8K test; labelled by hand following docs/flags.md), runs the real verify core
@@ -50,8 +51,12 @@ def main() -> None:
     ap.add_argument("--labels", type=Path, default=LABELLED_SET)
     ap.add_argument("--sweep", action="store_true", help="also sweep each threshold over the labelled set")
     ap.add_argument("--write", action="store_true", help=f"write the figures to {MEASURED.relative_to(REPO)}")
+    ap.add_argument("--main-job", action="store_true",
+                    help="on the main job's tables (params.yaml): correct rollouts with a false statement vs flagged")
     ap.add_argument("--show", choices=sorted(FLAG_LABEL), help="list the rows where this flag and its label disagree")
     args = ap.parse_args()
+    if args.main_job:
+        return main_job()
     rows = load_labels(args.labels)
     verified = verify_rows(rows)
     q = measure(rows, verified=verified)
@@ -83,6 +88,28 @@ def main() -> None:
                 p = "-" if f.precision is None else f"{f.precision:.2f}"
                 r = "-" if f.recall is None else f"{f.recall:.2f}"
                 print(f"| {knob} | {v} | {f.flag} | {f.flagged} | {p} | {r} |")
+
+
+def main_job() -> None:
+    """Every graded-correct rollout of the main job whose working holds a false statement, and whether it carries
+    unsupported_answer; then every unsupported_answer hit on a correct rollout, to read."""
+    from pipeline.annotate.arith import statements
+    from pipeline.catalog import query
+    from pipeline.config import load_params
+
+    params = load_params(REPO / "params.yaml")
+    df = query(params, """
+        SELECT v.problem_id, v.sample_idx, p.question, p.answer AS gold, r.completion, f.evidence
+        FROM verdicts v JOIN rollouts r USING (problem_id, policy_id, sample_idx) JOIN problems p USING (problem_id)
+        LEFT JOIN (SELECT * FROM flags WHERE flag = 'unsupported_answer') f USING (problem_id, policy_id, sample_idx)
+        WHERE v.status = 'correct' ORDER BY ALL""", root=REPO)
+    rows = df.to_dicts()
+    false = [r for r in rows if any(s.ok is False for s in statements(r["completion"]))]
+    flagged = [r for r in rows if r["evidence"] is not None]
+    print(f"{len(rows)} correct rollouts; {len(false)} hold a false statement, {sum(r['evidence'] is not None for r in false)} "
+          f"of them carry unsupported_answer; {len(flagged)} carry it in all:")
+    for r in flagged:
+        print(f"  gold {r['gold']}: {r['completion'].strip()[:90]!r} -> {r['evidence']}")
 
 
 if __name__ == "__main__":
