@@ -4,7 +4,7 @@ Views use paths relative to the repository root, so ``data/passband.duckdb`` kee
 when the repository is moved or cloned (open it from the root: ``duckdb data/passband.duckdb``).
 ``passband sql`` builds the same views in memory, so it always sees the current shards.
 Extra views live as ``pipeline/views/<name>.sql`` files (one SELECT each) and are created
-after the tables, in name order. ``flag_kinds`` (flag, kind, description) comes from the flag
+after the tables, in name order. ``flag_kinds`` (flag, kind, description, measured precision, recall) comes from the flag
 detector registry, so views and queries select e.g. the shortcut flags without naming them.
 """
 

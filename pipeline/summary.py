@@ -1,6 +1,7 @@
 """``passband summary``: what the last `dvc repro` produced, in a few short tables.
 
-Band counts per policy (main problems and reformulations apart), the reformulation report,
+Band counts per policy (main problems and reformulations apart), each flag's rate next to its measured
+precision and recall, the reformulation report,
 and how to load the published folder. Read-only: it queries the catalog's views.
 """
 
@@ -27,6 +28,9 @@ SELECT method, parents_tried, reformulations, rejected, children_measured,
 FROM reformulation_report ORDER BY method
 """
 
+# each flag's rate next to the precision and recall measured on the labelled set (the flag_quality view)
+FLAGS = "SELECT * FROM flag_quality"
+
 
 def _show(title: str, df: pl.DataFrame | None) -> None:
     click.echo(f"\n{title}")
@@ -41,8 +45,11 @@ def _show(title: str, df: pl.DataFrame | None) -> None:
 @click.command()
 @with_params
 def summary(*, params, root) -> None:
-    """Print band counts per policy, the reformulation report and how to load the published dataset."""
+    """Print band counts per policy, flag rates with their measured precision, the reformulation report and how to
+    load the published dataset."""
     _show("Difficulty bands (difficulty view)", query(params, BANDS, root=root))
+    _show("Flags (flag_quality view; precision/recall measured on labelled completions, docs/flags.md)",
+          query(params, FLAGS, root=root))
     _show("Reformulation (reformulation_report view)", query(params, REPORT, root=root))
     folder = root / params.paths.published
     build = folder / "build.json"

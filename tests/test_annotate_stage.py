@@ -71,16 +71,17 @@ def test_annotate_stage(tmp_path):
     rates = dict(p0["flag_rates"])
     assert rates["rare_success"] == 0.125 and rates["truncated"] == 0.125 and rates["repetition_loop"] == 0.0
     assert set(rates) == {"rare_success", "truncated", "answer_in_question", "computation_skip", "answer_repetition",
-                          "repetition_loop", "multiple_answers"}
+                          "repetition_loop", "multiple_answers", "unsupported_answer"}
     assert p0["flagged_correct_rate"] == 0.0  # rare_success is a risk flag, not a shortcut
-    p1 = d["p1"]  # "What is 5 * 1?": every correct answer is a number from the question
-    assert dict(p1["flag_rates"])["answer_in_question"] == 1.0 and p1["flagged_correct_rate"] == 1.0
+    p1 = d["p1"]  # "What is 5 * 1?": every correct answer is a number from the question, computed by half of them
+    assert dict(p1["flag_rates"])["answer_in_question"] == 0.5 and p1["flagged_correct_rate"] == 0.5
+    assert dict(p1["flag_rates"])["unsupported_answer"] == 0.5  # no working: never computes with 1 and 5
     assert dict(p1["flag_rates"])["multiple_answers"] == 0.125
     assert d["p3"]["flagged_correct_rate"] is None and d["p3"]["band_confidence"] == pytest.approx(0.4364, abs=1e-4)
 
     flags = read_table(tmp_path / "data/flags", name="flags").to_pylist()
     rare = [f for f in flags if f["flag"] == "rare_success"]
-    assert len(rare) == 1 and rare[0]["score"] == pytest.approx(7 ** 0.5)
+    assert len(rare) == 1 and rare[0]["score"] == pytest.approx(0.875 / ((8 / 7 * 0.125 * 0.875) ** 0.5 + 1e-4))  # TRL
     m = json.loads((tmp_path / "data/metrics/annotate.json").read_text())
     assert m["bands"] == {"too_easy": 1, "learnable": 1, "too_hard": 1, "unsolved": 1}
     assert m["mean_pass_rate"] == pytest.approx((0.125 + 1 + 0.5 + 0) / 4)

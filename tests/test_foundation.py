@@ -251,3 +251,6 @@ def test_summary_on_an_ingest_only_repo_says_what_is_missing(tmp_path):
     assert res.exit_code == 0, res.output
     assert res.output.count("(nothing yet)") == 2
     assert "not built yet: passband publish" in res.output
+    # every flag, with the precision measured on the labelled set beside its (here empty) rate
+    flags = res.output.split("Flags (", 1)[1].split("Reformulation", 1)[0]
+    assert "precision (labelled)" in flags and "unsupported_answer" in flags and "rare_success" in flags

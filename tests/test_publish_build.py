@@ -282,3 +282,18 @@ def test_only_reformulations_re_measured_in_the_kept_bands_are_published(tmp_pat
     publish(root)
     meta, _ = card(folder)
     assert "reformulated" not in [c["config_name"] for c in meta["configs"]] and reform_rows() == 0
+
+
+def test_card_gives_each_flag_rate_next_to_its_measured_precision(built):
+    from pipeline.annotate.flags import DETECTORS
+    from pipeline.annotate.quality import measured
+
+    root, _ = built
+    _, body = card(root / "data/published")
+    section = body.split("## Shortcut flags", 1)[1].split("\n## ", 1)[0]
+    figures = measured()
+    for name in DETECTORS:
+        row = next(line for line in section.splitlines() if line.startswith(f"| `{name}` |"))
+        precision = figures.get(name, {}).get("precision")
+        assert row.split("|")[4].strip() == ("—" if precision is None else f"{precision:.2f}"), row
+    assert "`unsupported_answer` marks a success GRPO would reward although its working is wrong" in section

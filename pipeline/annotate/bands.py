@@ -15,7 +15,7 @@ the Jeffreys posterior probability that theta lies in the assigned band's range:
 
 Why these defaults: the GRPO signal p(1 - p) is at least 0.16 (64 % of its maximum) on
 [0.2, 0.8]; with k = 8 that is 2..6 successes. One success in 8 is the rare-success regime
-the research warns about (its advantage is sqrt(7) = 2.6), so it is too_hard; 7 of 8 leaves
+the research warns about (its advantage in TRL is 7 / sqrt(8) = 2.47), so it is too_hard; 7 of 8 leaves
 one failure, a weak and mostly negative signal, so it is too_easy. Below 2 % a group of 8
 holds a success less than 15 % of the time: for training purposes the policy cannot solve it.
 """

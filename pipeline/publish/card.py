@@ -162,6 +162,27 @@ def _counts_section(dataset: Dataset) -> str:
     return _table(header, rows)
 
 
+def _flags_section(dataset: Dataset) -> str:
+    """Each flag's mean rate over the published items next to its precision and recall on labelled completions."""
+    from pipeline.annotate.flags import DETECTORS
+    from pipeline.annotate.quality import measured
+
+    rates: dict[str, list[float]] = {}
+    for table in dataset.configs[DEFAULT_CONFIG].values():
+        for entries in table.column("flag_rates").to_pylist():
+            for e in entries:
+                rates.setdefault(e["flag"], []).append(e["rate"])
+    figures = measured()
+
+    def fmt(x) -> str:
+        return "—" if x is None else f"{x:.2f}"
+
+    rows = [[f"`{name}`", d.kind, f"{sum(rates[name]) / len(rates[name]):.4f}" if rates.get(name) else "—",
+             fmt(figures.get(name, {}).get("precision")), fmt(figures.get(name, {}).get("recall"))]
+            for name, d in DETECTORS.items()]
+    return _table(["flag", "kind", "mean rate", "precision", "recall"], rows)
+
+
 def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, str]], exports: list[str],
                      private: bool) -> str:
     cfg = "learnable" if "learnable" in files else DEFAULT_CONFIG
@@ -293,6 +314,20 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         _counts_section(dataset),
         "",
         f"![pass-rate histogram]({HISTOGRAM})",
+        "",
+        "## Shortcut flags",
+        "",
+        "Per rollout, passband flags successes that may not come from solving (`shortcut`), the rare successes GRPO",
+        "amplifies (`risk`) and degenerate text (`degeneracy`); `flag_rates` holds each item's rates. Mean rate over",
+        "the items here, next to each flag's precision and recall measured on labelled real completions of the",
+        "embedded model (passband's docs/flags.md):",
+        "",
+        _flags_section(dataset),
+        "",
+        "`unsupported_answer` marks a success GRPO would reward although its working is wrong: a false step",
+        "(`21 - 15 = 3`), no true computation that gives the answer, or working that never uses some number of the",
+        "question (`19 + 20 = 39` where 4 bags of 10 are needed too). Training on it teaches the policy that the",
+        "working does not matter; drop or down-weight items whose correct rollouts carry it.",
         "",
         "## How to load",
         "",
