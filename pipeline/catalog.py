@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import duckdb
 
 from pipeline.config import Params
 from pipeline.errors import PassbandError
-from pipeline.io import SHARD_GLOB, shard_paths
+from pipeline.io import SHARD_GLOB, check_shards, follow_umask, shard_paths
 from pipeline.schema import TABLES, schema
 from pipeline.tablesets import SETS, table_set
 
@@ -84,6 +85,7 @@ def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
         con.execute(f"SET file_search_path = '{root}'")
         create_views(con, params, root=root)
         con.close()
+        follow_umask(tmp)
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -91,14 +93,35 @@ def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
     return target
 
 
-def query(params: Params, sql: str, *, root: Path = Path(".")):
-    """Run ``sql`` over the catalog and return a polars DataFrame; DuckDB errors become one line."""
-    con = connect(params, root=root)
-    try:
-        return con.sql(sql).pl()
-    except duckdb.Error as exc:
-        raise CatalogError(f"SQL error: {str(exc).splitlines()[0]}") from None
-    except AttributeError:  # a statement with no result (e.g. SET)
-        return None
-    finally:
-        con.close()
+def check_tables(params: Params, *, root: Path = Path(".")) -> None:
+    """Check every shard's footer and columns; raise the one-line DamagedShardError of the first damaged one."""
+    for name, dirs in table_dirs(params).items():
+        for d in dirs:
+            check_shards(Path(root) / d, name=name)
+
+
+def query(params: Params, sql: str, *, root: Path = Path("."), attempts: int = 5):
+    """Run ``sql`` over the catalog and return a polars DataFrame; DuckDB errors become one line.
+
+    A file error is retried a few times with fresh views (a writer may have replaced or removed
+    a shard between DuckDB's listing and its read); if it persists, the shards are checked so a
+    damaged one is named with what to do, rather than reported as DuckDB's error.
+    """
+    for attempt in range(attempts):
+        con = None
+        try:
+            con = connect(params, root=root)  # views are bound here: a shard's footer is read now
+            return con.sql(sql).pl()
+        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+            if attempt + 1 < attempts:
+                time.sleep(0.05 * (attempt + 1))
+                continue
+            check_tables(params, root=root)
+            raise CatalogError(f"SQL error: {str(exc).splitlines()[0]}") from None
+        except duckdb.Error as exc:
+            raise CatalogError(f"SQL error: {str(exc).splitlines()[0]}") from None
+        except AttributeError:  # a statement with no result (e.g. SET)
+            return None
+        finally:
+            if con is not None:
+                con.close()

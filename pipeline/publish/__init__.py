@@ -38,7 +38,7 @@ import yaml
 
 from pipeline import __version__
 from pipeline.config import ConfigError, Params
-from pipeline.io import read_table
+from pipeline.io import follow_umask, read_table
 from pipeline.keys import canonical_json
 from pipeline.publish import card as card_mod
 from pipeline.publish import exports as ex
@@ -316,7 +316,7 @@ def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
     target = root / params.paths.published
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.new."))
-    staging.chmod(0o755)
+    follow_umask(staging, directory=True)  # mkdtemp makes it owner-only
     try:
         files = write_folder(dataset, staging=staging, params=params, licenses=licenses,
                              template_label=template_label, build=info)
