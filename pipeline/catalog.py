@@ -19,7 +19,7 @@ import duckdb
 
 from pipeline.config import Params
 from pipeline.errors import PassbandError
-from pipeline.io import SHARD_GLOB, check_shards, follow_umask, shard_paths
+from pipeline.io import SHARD_GLOB, check_shards, follow_umask, remove_stale_temps, shard_paths
 from pipeline.schema import TABLES, schema
 from pipeline.tablesets import SETS, table_set
 
@@ -52,7 +52,12 @@ def extra_views() -> list[tuple[str, str]]:
 
 def create_views(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path) -> None:
     for name, dirs in table_dirs(params).items():
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS {_table_sql(name, dirs, root)}")
+        try:  # binding the view reads every shard's footer
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {_table_sql(name, dirs, root)}")
+        except duckdb.Error:
+            for d in dirs:  # a damaged shard: its one-line DamagedShardError, not DuckDB's message
+                check_shards(root / d, name=name)
+            raise
     from pipeline.annotate.flags import flag_kinds_sql
 
     con.execute(f"CREATE OR REPLACE VIEW flag_kinds AS {flag_kinds_sql()}")
@@ -77,6 +82,7 @@ def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
     root = Path(root).resolve()
     target = root / params.paths.catalog
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(target)  # a killed build's temp database (and its .wal)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     os.unlink(tmp)  # duckdb wants to create the file itself

@@ -20,12 +20,12 @@ def explain(exc: BaseException) -> str | None:
     """
     if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
         where = f" writing {exc.filename}" if exc.filename else ""
-        return (f"no space left on the device{where}: free some space and re-run; "
+        return (f"no space left on the device (or a file-size limit hit){where}: free some space and re-run; "
                 "nothing partial was left visible and the previous outputs are untouched")
     if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and exc.filename:
         return f"{exc.filename}: {exc.strerror}; check the folder's owner and mode (or run as its owner)"
     text = str(exc)
-    if "No space left on device" in text or "Disk quota exceeded" in text:
+    if any(m in text for m in ("No space left on device", "Disk quota exceeded", "File too large")):
         first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         return f"no space left on the device ({first}): free some space and re-run; the previous outputs are untouched"
     return None

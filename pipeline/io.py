@@ -3,7 +3,8 @@
 A table lives in a directory of shards (``<dir>/*.parquet``). Writers always pass the
 declared schema, write under a name that the readers' glob cannot match
 (``.<name>.parquet.<random>.tmp``) and rename into place, so a reader never sees half a file and a
-killed writer leaves at most one stray temp file, which ``passband doctor`` reports and moves aside.
+killed writer leaves at most one stray temp file, which the next write of the same file removes
+(``passband doctor`` reports and moves aside any other).
 
 Every file written here gets the mode a plain ``open()`` would give it (``0666 & ~umask``):
 ``mkstemp`` alone makes owner-only files, which teammates on a shared filesystem cannot read.
@@ -15,6 +16,7 @@ a shard that cannot be read, or holds another table or the wrong columns, is a
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
 import tempfile
@@ -75,6 +77,7 @@ def atomic_path(path: str | Path) -> Iterator[str]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
@@ -91,6 +94,13 @@ def atomic_path(path: str | Path) -> Iterator[str]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_stale_temps(path: str | Path) -> None:
+    """Remove the temp files a killed write of ``path`` left beside it (each stage runs under its lock, so none is live)."""
+    path = Path(path)
+    for old in path.parent.glob(f".{glob.escape(path.name)}.*.tmp*"):
+        old.unlink(missing_ok=True)
 
 
 def _atomic(path: str | Path, write: Callable[[str], None]) -> Path:
@@ -115,6 +125,38 @@ def write_table(table: pa.Table, path: str | Path, *, name: str) -> Path:
     """Validate ``table`` against table ``name`` and write it atomically to ``path``."""
     table = schema(name).validate(table, where=str(path))
     return _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
+
+def swap_dirs(new: str | Path, target: str | Path) -> Path | None:
+    """Put folder ``new`` at ``target`` in one step; the old ``target`` folder (now at ``new``'s path) or None.
+
+    On Linux ``renameat2(RENAME_EXCHANGE)`` swaps the two atomically, so a reader of ``target``
+    always finds a whole folder; elsewhere (or where the filesystem refuses) two renames leave a
+    moment without one. The caller removes the old folder.
+    """
+    new, target = Path(new), Path(target)
+    if not target.exists():
+        os.replace(new, target)
+        return None
+    if _exchange(new, target):
+        return new
+    old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
+    os.replace(target, old / target.name)
+    os.replace(new, target)
+    return old
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def shard_paths(directory: str | Path) -> list[Path]:
