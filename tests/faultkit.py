@@ -215,6 +215,7 @@ class RunResult:
     rc: int | None  # None: killed
     stderr: str
     seconds: float
+    replaces: int | None = None  # files the run made visible (os.replace calls), when it was not killed
 
     @property
     def killed(self) -> bool:
@@ -250,8 +251,11 @@ class StageHost:
         status = json.loads(self.proc.stdout.readline())
         stderr = err.read_text() if err.exists() else ""
         err.unlink(missing_ok=True)
+        count = Path(f"{err}.replaces")
+        replaces = int(count.read_text()) if count.exists() else None
+        count.unlink(missing_ok=True)
         return RunResult(None if status["signal"] == signal.SIGKILL else status["rc"], stderr,
-                         time.perf_counter() - t0)
+                         time.perf_counter() - t0, replaces)
 
     @staticmethod
     def _kill_later(pid: int, delay: float) -> None:
@@ -292,18 +296,17 @@ def _child(cmd: dict) -> None:
     if cmd["fsize_limit"] is not None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (cmd["fsize_limit"], cmd["fsize_limit"]))
-    if cmd["kill_at_replace"] is not None:
-        real, n, phase = os.replace, [0], cmd["kill_phase"]
+    real, n, phase, at = os.replace, [0], cmd["kill_phase"], cmd["kill_at_replace"]
 
-        def replace(src, dst, *a, **kw):
-            n[0] += 1
-            if n[0] == cmd["kill_at_replace"] and phase == "before":
-                os.killpg(0, signal.SIGKILL)
-            real(src, dst, *a, **kw)
-            if n[0] == cmd["kill_at_replace"] and phase == "after":
-                os.killpg(0, signal.SIGKILL)
+    def replace(src, dst, *a, **kw):  # counts the writes made visible; kills at the chosen one
+        n[0] += 1
+        if n[0] == at and phase == "before":
+            os.killpg(0, signal.SIGKILL)
+        real(src, dst, *a, **kw)
+        if n[0] == at and phase == "after":
+            os.killpg(0, signal.SIGKILL)
 
-        os.replace = replace
+    os.replace = replace
     from pipeline.cli import cli
 
     root = Path(cmd["root"])
@@ -319,6 +322,7 @@ def _child(cmd: dict) -> None:
         traceback.print_exc()
         code = 2
     sys.stderr.flush()
+    Path(cmd["stderr"] + ".replaces").write_text(str(n[0]))
     os._exit(code)
 
 
@@ -391,14 +395,6 @@ class Tally:
         self.notes = self.notes or []
 
 
-def replace_count(root: Path, stage: str) -> int:
-    """How many files the stage makes visible (its ``os.replace`` calls, about): output files plus metrics."""
-    n = 0
-    for p in output_paths(root, stage):
-        n += 1 if p.is_file() else (sum(1 for f in p.rglob("*") if f.is_file()) if p.is_dir() else 0)
-    return n + 1
-
-
 def temps_left(root: Path, stage: str) -> list[Path]:
     out = []
     for p in output_paths(root, stage):
@@ -408,25 +404,33 @@ def temps_left(root: Path, stage: str) -> list[Path]:
     return out
 
 
-def sigkill(host: StageHost, ref: Path, work: Path, stage: str, *, points: int, seed: int, seconds: float,
+def sigkill(host: StageHost, ref: Path, work: Path, stage: str, *, points: int, seed: int, seconds: float | None,
             reference: dict, tally: Tally) -> Tally:
     """``points`` SIGKILLs of ``stage`` at seeded random points (half by time, half at a seeded write), each re-run."""
     import random
 
     rng = random.Random(f"{seed}:{stage}")
-    writes = replace_count(ref, stage)
+    copy_repo(ref, work)
+    remove_outputs(work, stage)
+    clean = host.run(work, stage)  # an uninterrupted run: how long it takes, how many files it makes visible
+    writes = max(clean.replaces or 1, 1)
+    seconds = seconds or clean.seconds
     for i in range(points):
         copy_repo(ref, work)
+        todo = writes
         if stage in KEYED:  # a keyed stage resumes: start with some of its shards there, as after an earlier kill
+            removed = 0
             for j, shard in enumerate(sorted(output_paths(work, stage)[0].glob("*.parquet"))):
                 if rng.random() < 0.7 or j == 0:
                     shard.unlink()
+                    removed += 1
+            todo = min(writes, removed + 2)  # the missing shards (verify: one), its policies row, its metrics
         else:
             remove_outputs(work, stage)
         if i % 2 == 0:
             res = host.run(work, stage, kill_after_s=rng.uniform(0.0, seconds))
         else:
-            res = host.run(work, stage, kill_at_replace=rng.randint(1, writes), kill_phase=rng.choice(["before", "after"]))
+            res = host.run(work, stage, kill_at_replace=rng.randint(1, todo), kill_phase=rng.choice(["before", "after"]))
         if not res.killed:
             if res.rc != 0:
                 tally.notes.append(f"{stage}: a run failed without a kill: {res.stderr.strip()[-300:]}")
