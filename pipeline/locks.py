@@ -62,11 +62,11 @@ def hold(root: Path, name: str, *, wait_s: float = 0.0) -> Iterator[Path]:
                         f"`passband {name}` is already running in {Path(root).resolve()} ({_holder(path)}); "
                         "wait for it to finish (a killed run releases the lock by itself), then re-run") from None
                 time.sleep(0.1)
-        with contextlib.suppress(OSError):
-            follow_umask(path)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()}, `{' '.join(sys.argv[1:]) or name}`, since {stamp}\n".encode())
+        with contextlib.suppress(OSError):  # who holds it, for the next one's message (best effort: a full disk)
+            follow_umask(path)
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()}, `{' '.join(sys.argv[1:]) or name}`, since {stamp}\n".encode())
         yield path
     finally:
         os.close(fd)

@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,7 +241,7 @@ class StageHost:
     def run(self, root: Path, stage: str, *, kill_after_s: float | None = None, kill_at_replace: int | None = None,
             kill_phase: str = "before", fsize_limit: int | None = None, umask: int | None = None) -> RunResult:
         """Run one stage; kill it after ``kill_after_s`` (from outside) or at its N-th ``os.replace`` (from inside)."""
-        err = root / f".stage-{stage}.stderr"
+        err = Path(tempfile.gettempdir()) / f"passband-faultkit-{os.getpid()}-{id(self)}.stderr"  # off a full disk
         cmd = {"root": str(root), "args": STAGES[stage][0], "stderr": str(err), "kill_at_replace": kill_at_replace,
                "kill_phase": kill_phase, "fsize_limit": fsize_limit, "umask": umask}
         t0 = time.perf_counter()
