@@ -41,10 +41,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+import faultcases as fc  # noqa: E402
 import faultkit as fk  # noqa: E402
 
 
-def tmpfs_full_disk(host: fk.StageHost, ref: Path, stage: str, *, reference: dict, tally: fk.Tally) -> fk.Tally:
+def tmpfs_full_disk(host: fk.StageHost, ref: Path, stage: str, *, reference: dict, tally: fc.Tally) -> fc.Tally:
     """The repository on a tmpfs with no byte free: ENOSPC from the kernel, for every writer."""
     mnt = Path(tempfile.mkdtemp(prefix="passband-tmpfs-"))
     size_kb = 4096 + sum(f.stat().st_size for f in ref.rglob("*") if f.is_file()) // 1024 * 2
@@ -86,7 +87,7 @@ def tmpfs_full_disk(host: fk.StageHost, ref: Path, stage: str, *, reference: dic
         again = host.run(work, stage)
         got = fk.snapshot(work, stage) if again.rc == 0 else {}
         tally.rows_lost += fk.lost_rows(reference, got)
-        if one_line and intact and not damage and got == reference and not fk.temps_left(work, stage):
+        if one_line and intact and not damage and got == reference and not fc.temps_left(work, stage):
             tally.survived += 1
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
@@ -103,7 +104,7 @@ def main() -> None:
     args = ap.parse_args()
     stages = args.stages.split(",")
     t_all = time.perf_counter()
-    rows: list[fk.Tally] = []
+    rows: list[fc.Tally] = []
     extra: list[str] = []
     with tempfile.TemporaryDirectory(prefix="passband-faults-") as tmp, fk.StageHost() as host, \
             fk.StageHost() as host2:
@@ -116,27 +117,27 @@ def main() -> None:
         work = tmp / "work"
         for i, stage in enumerate(stages):
             t0 = time.perf_counter()
-            rows.append(fk.sigkill(host, ref, work, stage, points=args.points, seed=args.seed, seconds=None,
-                                   reference=references[stage], tally=fk.Tally(stage, "sigkill")))
-            rows.append(fk.full_disk(host, ref, work, stage, reference=references[stage],
-                                     tally=fk.Tally(stage, "disk full (rlimit)")))
+            rows.append(fc.sigkill(host, ref, work, stage, points=args.points, seed=args.seed, seconds=None,
+                                   reference=references[stage], tally=fc.Tally(stage, "sigkill")))
+            rows.append(fc.full_disk(host, ref, work, stage, reference=references[stage],
+                                     tally=fc.Tally(stage, "disk full (rlimit)")))
             rows.append(tmpfs_full_disk(host, ref, stage, reference=references[stage],
-                                        tally=fk.Tally(stage, "disk full (tmpfs)")))
-            if stage in fk.DAMAGE_TARGET:
-                dmg = fk.Tally(stage, "damaged input")
-                for j, how in enumerate(fk.DAMAGES):
-                    recover = j == i % len(fk.DAMAGES)
+                                        tally=fc.Tally(stage, "disk full (tmpfs)")))
+            if stage in fc.DAMAGE_TARGET:
+                dmg = fc.Tally(stage, "damaged input")
+                for j, how in enumerate(fc.DAMAGES):
+                    recover = j == i % len(fc.DAMAGES)
                     ok = dmg.survived
-                    fk.damaged_input(host, ref, work, stage, how, references=references if recover else None,
+                    fc.damaged_input(host, ref, work, stage, how, references=references if recover else None,
                                      tally=dmg)
                     if recover:
                         extra.append(f"{stage}: a {how} shard in its input, then doctor --repair and every stage "
                                      f"re-run: {'all tables equal to the reference' if dmg.survived > ok else 'FAILED'}")
                 rows.append(dmg)
-            rows.append(fk.readers_while_writing(host, ref, work, stage, runs=args.readers_runs,
-                                                 tally=fk.Tally(stage, "readers while writing")))
-            t, outcome = fk.two_writers((host, host2), ref, work, stage, reference=references[stage],
-                                        tally=fk.Tally(stage, "two writers"))
+            rows.append(fc.readers_while_writing(host, ref, work, stage, runs=args.readers_runs,
+                                                 tally=fc.Tally(stage, "readers while writing")))
+            t, outcome = fc.two_writers((host, host2), ref, work, stage, reference=references[stage],
+                                        tally=fc.Tally(stage, "two writers"))
             t.notes.append(f"{stage}: second writer {outcome}")
             rows.append(t)
             print(f"{stage}: {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)

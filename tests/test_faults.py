@@ -1,4 +1,4 @@
-"""Faults on every stage, driven through the CLI on the fake engine (tests/faultkit.py): kills, full disk,
+"""Faults on every stage, driven through the CLI on the fake engine (tests/faultkit.py, tests/faultcases.py): kills, full disk,
 damaged inputs, concurrent readers and writers, file modes under two umasks. The benchmark
 (benchmarks/faults.py) runs the same experiments with 20 kill points per stage and prints the table.
 """
@@ -10,6 +10,7 @@ import os
 import stat
 from pathlib import Path
 
+import faultcases as fc
 import faultkit as fk
 import pyarrow as pa
 import pytest
@@ -41,7 +42,7 @@ def references(ref) -> dict[str, dict]:
     return {st: fk.snapshot(ref, st) for st in fk.FAULT_STAGES}
 
 
-def _clean(t: fk.Tally) -> None:
+def _clean(t: fc.Tally) -> None:
     assert t.partial_reads == 0 and t.rows_lost == 0 and t.redone == 0, t.notes
     assert t.survived == t.injected, t.notes
 
@@ -50,8 +51,8 @@ def _clean(t: fk.Tally) -> None:
 
 @pytest.mark.parametrize("stage", fk.FAULT_STAGES)
 def test_sigkill_at_seeded_points_then_rerun_equals_an_uninterrupted_run(host, ref, references, tmp_path, stage):
-    t = fk.sigkill(host, ref, tmp_path / "w", stage, points=4, seed=1, seconds=None, reference=references[stage],
-                   tally=fk.Tally(stage, "sigkill"))
+    t = fc.sigkill(host, ref, tmp_path / "w", stage, points=4, seed=1, seconds=None, reference=references[stage],
+                   tally=fc.Tally(stage, "sigkill"))
     assert t.injected >= 2, t.notes  # at least the two kills at a write land
     _clean(t)
 
@@ -61,7 +62,7 @@ def test_sigkill_at_seeded_points_then_rerun_equals_an_uninterrupted_run(host, r
 @pytest.mark.parametrize("stage", fk.FAULT_STAGES)
 def test_full_disk_is_one_line_leaves_nothing_partial_and_keeps_the_previous_outputs(host, ref, references, tmp_path,
                                                                                       stage):
-    t = fk.full_disk(host, ref, tmp_path / "w", stage, reference=references[stage], tally=fk.Tally(stage, "disk"))
+    t = fc.full_disk(host, ref, tmp_path / "w", stage, reference=references[stage], tally=fc.Tally(stage, "disk"))
     _clean(t)
 
 
@@ -85,17 +86,17 @@ def test_enospc_on_write_is_a_disk_full_error_and_the_old_shard_stays(tmp_path, 
 
 # --- damaged inputs -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("how", fk.DAMAGES)
-@pytest.mark.parametrize("stage", list(fk.DAMAGE_TARGET))
+@pytest.mark.parametrize("how", fc.DAMAGES)
+@pytest.mark.parametrize("stage", list(fc.DAMAGE_TARGET))
 def test_a_damaged_input_shard_is_one_line_naming_it_and_the_fix(host, ref, tmp_path, stage, how):
-    t = fk.damaged_input(host, ref, tmp_path / "w", stage, how, references=None, tally=fk.Tally(stage, how))
+    t = fc.damaged_input(host, ref, tmp_path / "w", stage, how, references=None, tally=fc.Tally(stage, how))
     assert t.survived == 1, t.notes
 
 
 def test_truncated_rollout_shard_verify_doctor_repair_rerun_equals_undamaged(host, ref, references, tmp_path):
     """The issue's case: verify dies on a truncated shard; doctor --repair and a re-run give the tables back."""
-    t = fk.damaged_input(host, ref, tmp_path / "w", "verify", "truncated", references=references,
-                         tally=fk.Tally("verify", "truncated"))
+    t = fc.damaged_input(host, ref, tmp_path / "w", "verify", "truncated", references=references,
+                         tally=fc.Tally("verify", "truncated"))
     assert t.survived == 1 and t.rows_lost == 0, t.notes
     moved = list((tmp_path / "w" / ".passband/quarantine").rglob("*.parquet"))
     assert len(moved) == 1 and moved[0].parent.name == "rollouts"  # moved aside, never deleted
@@ -122,7 +123,7 @@ def test_read_shard_names_each_kind_of_damage(tmp_path):
 
 @pytest.mark.parametrize("stage", fk.FAULT_STAGES)
 def test_readers_in_a_loop_while_the_stage_writes_never_fail_or_see_half(host, ref, tmp_path, stage):
-    t = fk.readers_while_writing(host, ref, tmp_path / "w", stage, runs=1, tally=fk.Tally(stage, "readers"))
+    t = fc.readers_while_writing(host, ref, tmp_path / "w", stage, runs=1, tally=fc.Tally(stage, "readers"))
     _clean(t)
 
 
@@ -134,8 +135,8 @@ def second_host():
 
 @pytest.mark.parametrize("stage", ["rollout", "verify", "annotate"])
 def test_two_writers_of_one_stage_never_interleave(host, second_host, ref, references, tmp_path, stage):
-    t, outcome = fk.two_writers((host, second_host), ref, tmp_path / "w", stage, reference=references[stage],
-                                tally=fk.Tally(stage, "writers"))
+    t, outcome = fc.two_writers((host, second_host), ref, tmp_path / "w", stage, reference=references[stage],
+                                tally=fc.Tally(stage, "writers"))
     _clean(t)
     assert outcome == "refused", t.notes  # these stages run long enough to overlap
 
@@ -171,9 +172,9 @@ def test_doctor_finds_each_kind_of_damage_and_repair_moves_it_aside(ref, tmp_pat
     res = runner.invoke(cli, ["doctor", *p])
     assert res.exit_code == 0 and "nothing to repair" in res.output, res.output
 
-    truncated = fk.damage_shard(work, "main", "rollouts", "truncated")
-    foreign = fk.damage_shard(work, "main", "verdicts", "other_table")
-    zero = fk.damage_shard(work, "reformulated", "problems", "zero_bytes")
+    truncated = fc.damage_shard(work, "main", "rollouts", "truncated")
+    foreign = fc.damage_shard(work, "main", "verdicts", "other_table")
+    zero = fc.damage_shard(work, "reformulated", "problems", "zero_bytes")
     dup_src = sorted((work / "data/rollouts").glob("*.parquet"))[-1]
     dup = work / "data/rollouts" / "zz-copy.parquet"
     dup.write_bytes(dup_src.read_bytes())
@@ -201,7 +202,7 @@ def test_doctor_finds_each_kind_of_damage_and_repair_moves_it_aside(ref, tmp_pat
 
 def test_sql_on_a_damaged_shard_is_one_line(ref, tmp_path):
     work = fk.copy_repo(ref, tmp_path / "w")
-    shard = fk.damage_shard(work, "main", "rollouts", "truncated")
+    shard = fc.damage_shard(work, "main", "rollouts", "truncated")
     res = CliRunner().invoke(cli, ["sql", "SELECT count(*) FROM problems", "--params", str(work / "params.yaml")])
     assert res.exit_code == 1
     assert res.output.count("\n") == 1 and shard.name in res.output and "doctor --repair" in res.output
