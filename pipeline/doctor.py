@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from pipeline.config import Params
 from pipeline.errors import PassbandError
-from pipeline.io import read_shard, shard_paths, temp_paths
+from pipeline.io import REPAIR_HINT, read_shard, shard_paths, temp_paths
 from pipeline.options import with_params
 from pipeline.schema import schema
 from pipeline.tablesets import SET_TABLES, SETS, table_set
@@ -89,7 +89,7 @@ def _check_table(report: Report, directory: Path, name: str, label: str) -> pa.T
         try:
             parts.append((path, read_shard(path, name=name, columns=key)))
         except PassbandError as exc:
-            report.add("damaged", path, str(exc).split(": ", 1)[-1])
+            report.add("damaged", path, str(exc).split(": ", 1)[-1].replace(f"; {REPAIR_HINT}", ""))
     for tmp in temp_paths(directory):
         report.add("stale", tmp, "temp file of a write that never finished (invisible to readers)")
     seen: dict[tuple, Path] = {}
