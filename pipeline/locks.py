@@ -59,7 +59,7 @@ def hold(root: Path, name: str, *, wait_s: float = 0.0) -> Iterator[Path]:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LockedError(
-                        f"`passband {name}` is already running in {Path(root).resolve()} ({_holder(path)}); "
+                        f"stage {name} is already running in {Path(root).resolve()} ({_holder(path)}); "
                         "wait for it to finish (a killed run releases the lock by itself), then re-run") from None
                 time.sleep(0.1)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
