@@ -125,6 +125,24 @@ def test_server_stopping_mid_run(tmp_path, reference):
 
 # --- the real vLLM engine: its worker process killed mid-run ------------------------------------
 
+def test_watchdog_turns_a_dead_worker_into_an_error_even_in_a_blocking_wait():
+    import queue
+    import threading
+
+    from pipeline.engines.watchdog import EngineDied, dies_with
+
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    threading.Timer(0.3, worker.kill).start()
+    t0 = time.monotonic()
+    with pytest.raises(EngineDied, match=rf"engine worker process {worker.pid} died"), \
+            dies_with({worker.pid}, engine="test", poll_s=0.1):
+        queue.Queue().get()  # blocks forever, as vLLM waits on a dead worker
+    assert time.monotonic() - t0 < 10
+    worker.wait()
+    with dies_with({os.getpid()}, engine="test", poll_s=0.05):  # a live worker: no error
+        time.sleep(0.3)
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
