@@ -55,7 +55,7 @@ def temps_left(root: Path, stage: str) -> list[Path]:
 
 def sigkill(host: StageHost, ref: Path, work: Path, stage: str, *, points: int, seed: int, seconds: float | None,
             reference: dict, tally: Tally) -> Tally:
-    """``points`` SIGKILLs of ``stage`` at seeded random points (half by time, half at a seeded write), each re-run."""
+    """``points`` SIGKILLs that land, at seeded random points (half by time, half at a seeded write), each re-run."""
     import random
 
     rng = random.Random(f"{seed}:{stage}")
@@ -64,7 +64,9 @@ def sigkill(host: StageHost, ref: Path, work: Path, stage: str, *, points: int, 
     clean = host.run(work, stage)  # an uninterrupted run: how long it takes, how many files it makes visible
     writes = max(clean.replaces or 1, 1)
     seconds = seconds or clean.seconds
-    for i in range(points):
+    attempts = 0
+    while tally.injected < points and attempts < 3 * points:  # a kill timed after the run's end does not count
+        i, attempts = attempts, attempts + 1
         copy_repo(ref, work)
         todo = writes
         if stage in KEYED:  # a keyed stage resumes: start with some of its shards there, as after an earlier kill
@@ -77,7 +79,7 @@ def sigkill(host: StageHost, ref: Path, work: Path, stage: str, *, points: int, 
         else:
             remove_outputs(work, stage)
         if i % 2 == 0:
-            res = host.run(work, stage, kill_after_s=rng.uniform(0.0, seconds))
+            res = host.run(work, stage, kill_after_s=rng.uniform(0.0, 0.9 * seconds))
         else:
             res = host.run(work, stage, kill_at_replace=rng.randint(1, todo), kill_phase=rng.choice(["before", "after"]))
         if not res.killed:
