@@ -74,6 +74,9 @@ class VLLMEngine(Engine):
 
     def _close(self) -> None:
         llm = self.__dict__.pop("llm", None)
+        if getattr(self, "_died", False):  # vLLM's shutdown would wait on the dead worker: end the others directly
+            watchdog.kill(self._workers)
+            return
         if llm is not None:
             shutdown = getattr(llm.llm_engine, "shutdown", None) or getattr(getattr(llm.llm_engine, "engine_core", None),
                                                                              "shutdown", None)
@@ -120,6 +123,7 @@ class VLLMEngine(Engine):
                 yield from self._steps(engine, inflight, top_up)
         except watchdog.EngineDied:
             inflight.clear()  # nothing to abort: the engine is gone
+            self._died = True
             raise
         finally:
             if inflight:  # the consumer stopped early or something failed: leave the engine clean

@@ -30,6 +30,15 @@ def children() -> set[int]:
     return {c.pid for c in psutil.Process().children(recursive=True)}
 
 
+def kill(pids: set[int]) -> None:
+    """SIGKILL the ones of ``pids`` still running (an engine's other workers, once one has died)."""
+    import psutil
+
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+
+
 def _alive(pid: int) -> bool:
     import psutil
 
