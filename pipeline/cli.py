@@ -2,7 +2,8 @@
 
 Each subcommand lives in its stage's package as a click command named ``command`` and is
 imported only when it runs, so ``passband sql`` never pays for importing vLLM.
-Library errors (:class:`~pipeline.errors.PassbandError`) become one line and exit 1.
+Library errors (:class:`~pipeline.errors.PassbandError`) and the OS errors a user can act on
+(a full disk: :func:`~pipeline.errors.explain`) become one line and exit 1.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import click
 
 from pipeline import __version__
-from pipeline.errors import PassbandError
+from pipeline.errors import PassbandError, explain
 
 # name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, str] = {
@@ -30,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "catalog": "pipeline.catalog_command:catalog",
     "sql": "pipeline.catalog_command:sql",
     "summary": "pipeline.summary:summary",
+    "doctor": "pipeline.doctor:doctor",
 }
 
 
@@ -56,6 +58,10 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except PassbandError as exc:
             raise click.ClickException(str(exc)) from None
+        except Exception as exc:
+            if (line := explain(exc)) is None:
+                raise
+            raise click.ClickException(line) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

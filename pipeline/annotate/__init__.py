@@ -7,7 +7,6 @@ spills to a temp folder past it), points views at the set's Parquet shards, runs
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from pipeline.annotate.bands import BANDS
 from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_batches, flag_batches, prepare
 from pipeline.annotate.plots import write_plots
 from pipeline.config import Params
-from pipeline.io import SHARD_GLOB, shard_paths, write_json
+from pipeline.io import SHARD_GLOB, atomic_path, check_shards, shard_paths, write_json
 from pipeline.schema import SchemaError, schema
 from pipeline.tablesets import table_set
 from pipeline.verify.core import verifier_id
@@ -50,7 +49,7 @@ class AnnotateResult:
 
 
 def _view(con: duckdb.DuckDBPyConnection, name: str, directory: Path) -> None:
-    if shard_paths(directory):
+    if check_shards(directory, name=name):  # a damaged shard: one line naming it, not DuckDB's error
         cols = ", ".join(schema(name).names)
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} FROM read_parquet('{directory}/{SHARD_GLOB}')")
     else:
@@ -81,10 +80,7 @@ def _check_output(path: Path, name: str) -> None:
 def _copy(con: duckdb.DuckDBPyConnection, sql: str | None, target: Path, name: str,
           batches: Iterator[pa.RecordBatch] | None = None) -> None:
     """``sql`` (DuckDB's COPY) or ``batches`` (Arrow, with the declared schema) to a temp name, checked, renamed into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(target) as tmp:
         if batches is None:
             con.execute(f"COPY ({sql}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
         else:
@@ -92,9 +88,6 @@ def _copy(con: duckdb.DuckDBPyConnection, sql: str | None, target: Path, name: s
                 for batch in batches:
                     writer.write_batch(batch)
         _check_output(Path(tmp), name)
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     for old in shard_paths(target.parent):
         if old != target:
             old.unlink()

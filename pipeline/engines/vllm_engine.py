@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.config import Model
+from pipeline.engines import watchdog
 from pipeline.engines.registry import Engine, EngineError, Request, Sample
 from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env
 
@@ -65,12 +66,17 @@ class VLLMEngine(Engine):
         if _on_gpu():
             kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
         kwargs.update(opts.llm_kwargs)
+        before = watchdog.children()
         self.llm = LLM(**kwargs)
+        self._workers = watchdog.children() - before  # a killed worker fails the stream, not hangs it
         self.tokenizer = self.llm.get_tokenizer()
         self._ids = itertools.count()
 
     def _close(self) -> None:
         llm = self.__dict__.pop("llm", None)
+        if getattr(self, "_died", False):  # vLLM's shutdown would wait on the dead worker: end the others directly
+            watchdog.kill(self._workers)
+            return
         if llm is not None:
             shutdown = getattr(llm.llm_engine, "shutdown", None) or getattr(getattr(llm.llm_engine, "engine_core", None),
                                                                              "shutdown", None)
@@ -121,20 +127,28 @@ class VLLMEngine(Engine):
                 inflight[rid] = (req, i)
 
         try:
-            top_up()
-            while inflight:
-                for out in engine.step():
-                    if not out.finished or out.request_id not in inflight:
-                        continue
-                    req, i = inflight.pop(out.request_id)
-                    o = out.outputs[0]
-                    if o.finish_reason not in _FINISH:
-                        raise EngineError(f"vllm: request {req.id} sample {i} finished with {o.finish_reason!r}")
-                    yield Sample(req.id, i, req.seeds[i], o.text, len(o.token_ids), _FINISH[o.finish_reason])
-                top_up()
+            with watchdog.dies_with(getattr(self, "_workers", set()), engine="vllm"):
+                yield from self._steps(engine, inflight, top_up)
+        except watchdog.EngineDied:
+            inflight.clear()  # nothing to abort: the engine is gone
+            self._died = True
+            raise
         finally:
             if inflight:  # the consumer stopped early or something failed: leave the engine clean
                 engine.abort_request(list(inflight))
+
+    def _steps(self, engine, inflight: dict[str, tuple[Request, int]], top_up) -> Iterator[Sample]:
+        top_up()
+        while inflight:
+            for out in engine.step():
+                if not out.finished or out.request_id not in inflight:
+                    continue
+                req, i = inflight.pop(out.request_id)
+                o = out.outputs[0]
+                if o.finish_reason not in _FINISH:
+                    raise EngineError(f"vllm: request {req.id} sample {i} finished with {o.finish_reason!r}")
+                yield Sample(req.id, i, req.seeds[i], o.text, len(o.token_ids), _FINISH[o.finish_reason])
+            top_up()
 
 
 def _on_gpu() -> bool:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -38,7 +37,7 @@ import yaml
 
 from pipeline import __version__
 from pipeline.config import ConfigError, Params
-from pipeline.io import read_table
+from pipeline.io import follow_umask, read_table, swap_dirs
 from pipeline.keys import canonical_json
 from pipeline.publish import card as card_mod
 from pipeline.publish import exports as ex
@@ -288,12 +287,8 @@ def _items_per_source(dataset: Dataset) -> dict[str, int]:
 
 
 def _swap_in(staging: Path, target: Path) -> None:
-    """Replace ``target`` by ``staging`` with two renames (the old folder is removed afterwards)."""
-    old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
-        os.replace(target, old / target.name)
-    os.replace(staging, target)
+    """Replace ``target`` by ``staging`` in one atomic exchange (pipeline.io.swap_dirs); the old folder is removed after."""
+    old = swap_dirs(staging, target)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -315,8 +310,11 @@ def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
     info = build_info(root)
     target = root / params.paths.published
     target.parent.mkdir(parents=True, exist_ok=True)
+    for kind in ("new", "old"):  # a killed run's staging or old folder (publish runs under its lock)
+        for half in target.parent.glob(f".{target.name}.{kind}.*"):
+            shutil.rmtree(half, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.new."))
-    staging.chmod(0o755)
+    follow_umask(staging, directory=True)  # mkdtemp makes it owner-only
     try:
         files = write_folder(dataset, staging=staging, params=params, licenses=licenses,
                              template_label=template_label, build=info)
