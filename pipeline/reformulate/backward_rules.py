@@ -17,8 +17,9 @@ child asks for a quantity the chain determines. Rungs, in the order the ladder m
       have now? The answer to this question is 18. One step of its solution reads:
       "14 + 9 = x." What is the value of x?                                      -> 23
 
-  Gold = the step's recomputed value; a step whose result equals the answer, or a number the
-  question already gives, is no rung.
+  Gold = the step's recomputed value; a step whose result equals the answer or a number the
+  question already gives, or whose sentence does not show its computation (GSM8K's
+  ``S + <<+30+46=76>>76``), is no rung.
 """
 
 from __future__ import annotations
@@ -98,12 +99,16 @@ def _step_text(solution: str, step: Step) -> str:
     end = end_m.start() if end_m else len(solution)
     before, after = solution[start:step.start], solution[step.end:end]
     if solution[step.start:step.start + 2] == "<<":  # 48/2 = <<48/2=24>>24 clips: drop the annotation and the result
-        after = re.sub(r"^\s*" + re.escape(step.stated), "", after)
+        after = re.sub(r"^\s*\$?\s*-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)", "", after)  # the result, restated after it
         before = re.sub(r"[=$\s]*$", "", before)
         text = f"{before.rstrip()} = x{after}"
     else:
         text = f"{before}{step.expr} = x{after}"
     return " ".join(_CALC.sub("", text).split())
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[\s$,]", "", text)
 
 
 def rungs(parent: Parent) -> list[Rung]:
@@ -130,8 +135,8 @@ def rungs(parent: Parent) -> list[Rung]:
         if s.value == answer or s.value in givens or s.value < 0:
             continue
         text = _step_text(parent.solution, s)
-        if count_x(text) != 1 or has_variable_x(parent.question):
-            continue
+        if count_x(text) != 1 or has_variable_x(parent.question) or _squash(s.expr) + "=x" not in _squash(text):
+            continue  # the sentence must show the very computation whose result it asks for
         q = STEP_TEMPLATE.format(question=parent.question, answer=answer_text(parent.answer), step=text)
         meta = {"rung_kind": "intermediate", "step": i + 1, "steps_total": len(steps), "step_text": text,
                 "chain": [f"{t.expr} = {fmt(t.value)}" for t in steps]}

@@ -93,8 +93,10 @@ class Climb:
         else:
             entry["outcome"] = "climbed"
         self.record.append(entry)
-        if self.done:
-            self.record.extend({"rung": label, "outcome": "not_tried"} for label in self.labels[self.at:])
+        if self.done:  # the rungs above: not measured (or, for those the method could not make, why)
+            for label, r in zip(self.labels[self.at:], self.rungs[self.at:], strict=True):
+                self.record.append({"rung": label, "outcome": r.reason, "detail": r.detail} if isinstance(r, Skip)
+                                   else {"rung": label, "outcome": "not_tried"})
 
 
 def climb(ladders: Sequence[Climb], measure: Measure, *, target: Sequence[str], monotone: bool) -> int:
