@@ -240,7 +240,8 @@ def test_llm_backward_skips_before_generating_and_needs_an_engine():
 def test_llm_backward_version_follows_prompt_and_generator():
     a = build("llm_backward", WRITER, generate=scripted([]), generator={"model": "m", "revision": "r1"})
     b = build("llm_backward", WRITER, generate=scripted([]), generator={"model": "m", "revision": "r2"})
-    c = build("llm_backward", {**WRITER, "min_similarity": 0.5}, generate=scripted([]), generator={"model": "m", "revision": "r1"})
+    c = build("llm_backward", {**WRITER, "min_similarity": 0.5}, generate=scripted([]),
+              generator={"model": "m", "revision": "r1"})
     assert len({a.method_version, b.method_version, c.method_version}) == 3
     assert isinstance(a, LlmBackward) and load_prompt().version in a.identity()["prompt"]
 

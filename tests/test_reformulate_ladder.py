@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -239,7 +238,7 @@ def test_chain_rejects_a_step_that_does_not_recompute():
     with pytest.raises(NotArithmetic):
         chain("14 + 9 = 24. 24 - 5 = 19.")
     parent = Parent("p", "s", "Tom has 14 pens and buys 9. How many?", "24", "14 + 9 = 24.")
-    (label, out), *_ = build("llm_backward", {}).ladder([parent])[0]
+    (_, out), *_ = build("llm_backward", {}).ladder([parent])[0]
     assert isinstance(out, Skip) and out.reason == "no_chain"
 
 
@@ -287,6 +286,3 @@ def test_hint_rungs_that_round_to_the_same_hint_are_recorded_once():
     assert [(label, type(out).__name__, getattr(out, "reason", None)) for label, out in rungs] == [
         ("0.25", "Child", None), ("0.5", "Skip", "same_hint"), ("0.75", "Skip", "hint_leaks_answer")]
 
-
-def _labels(rungs: Sequence) -> list[str]:
-    return [label for label, _ in rungs]
