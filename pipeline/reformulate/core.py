@@ -5,7 +5,10 @@ one of ``bands`` *and* its pass rate is at most ``max_pass_rate``. Every (parent
 pair ends in exactly one place: a new problem (``parent_id``, ``method``,
 ``method_version``; ``problem_id`` = hash of the new question) or a reject (stage
 ``reformulate``, source = the method, source_id = the parent's problem_id, with a reason).
-``pairs == problems + rejects`` per method is checked at the end::
+``pairs == problems + rejects`` per method is checked at the end. Each method offers each
+parent a ladder of rungs; with a ``measure`` the smallest rung measured in ``target_bands``
+is the child (:mod:`pipeline.reformulate.ladder`), and a parent none of whose rungs lands is a
+``no_rung_in_band`` reject whose detail lists every rung's measurement::
 
     parents = select_parents(difficulty, problems, bands=["too_hard", "unsolved"], max_pass_rate=0.125)
     result = reformulate(parents, [build("fobar", {})], existing_ids=set(problems["problem_id"]))

@@ -1,23 +1,29 @@
-"""``hint_prefix`` (as in QuestA): the question plus the first part of the reference solution.
+"""``hint_prefix`` (as in QuestA): the question plus the first part of the reference solution, as a ladder.
 
-The solution is cut into steps (lines, and sentences outside math), the first
-``fraction`` of them (at least one, never all) become the hint, and the gold stays the
-parent's. GSM8K's calculator annotations ``<<48/2=24>>`` and its ``#### 72`` line are
-dropped first. GSM8K train item 1::
+The solution is cut into steps (lines, and sentences outside math); a bare one-operation
+step on a multi-digit number (the synthetic set's ``52 - 27 = 25.``) is first expanded into
+place-value steps (``52 - 27 = 52 - 20 - 7. 52 - 20 = 32. 32 - 7 = 25.``), so a one-step
+solution still has a beginning to give. Each of ``fractions`` (default 0.25, 0.5, 0.75) is a
+rung: the first share of the steps (at least one, never all) becomes the hint, the gold stays
+the parent's. The ladder (:mod:`pipeline.reformulate.ladder`) measures the rungs smallest first
+and keeps the smallest that lands in the target band; a longer hint only helps more, so a rung
+already too easy ends it (``monotone``). GSM8K's calculator annotations ``<<48/2=24>>`` and its
+``#### 72`` line are dropped first. GSM8K train item 1::
 
     Natalia sold clips to 48 of her friends in April, and then she sold half as many clips
     in May. How many clips did Natalia sell altogether in April and May?
     Hint (the beginning of a solution): Natalia sold 48/2 = 24 clips in May.      -> 72
 
 QuestA's own script never checked that the hint does not already give the answer away; this
-one does, conservatively, and skips the item (``hint_leaks_answer``) when the hint holds a
-``\\boxed{}``, when it states a number with the answer's value (sign ignored; an operand of an
-expression such as the ``2`` of ``x+2`` is not a statement of its value), when it contains
-the answer's text, or when one side of a relation in one of its formulas is equal to the
-answer according to math-verify and is about as short as the answer (a longer side is an
-unevaluated expression, work still to do; a restatement of the question is not a leak).
+one does, and skips the rung (``hint_leaks_answer``) when the hint holds a ``\\boxed{}``, when
+it states a number with the answer's value (sign ignored; an operand of an expression such as
+the ``2`` of ``x+2`` is not a statement of its value; with ``exact_leak_check``, neither is a
+number the question itself gives that the hint only mentions, not as the result of ``=`` or
+``is``: "she bought 5 shorts" when the answer is 5), when it contains the answer's text, or when
+one side of a relation in one of its formulas is equal to the answer according to math-verify
+and is about as short as the answer (a longer side is an unevaluated expression, work still to
+do; a restatement of the question is not a leak).
 """
-
 from __future__ import annotations
 
 import re
@@ -146,8 +152,8 @@ def is_operand(text: str, start: int, end: int) -> bool:
     return bool(_OP_BEFORE.search(text[max(0, start - 12):start]) or _OP_AFTER.match(text[end:end + 12]))
 
 
-_RESULT_BEFORE = re.compile(r"(?:=|\\approx|\b(?:is|are|was|were|equals|gives|makes|get|gets|got|total|totals|left)\s*:?)"
-                            r"\s*[$\\(]*\s*-?$", re.I)
+_RESULT_WORDS = "is|are|was|were|equals|gives|yields|becomes|makes|get|gets|got|total|totals|left"
+_RESULT_BEFORE = re.compile(rf"(?:=|\\approx|\b(?:{_RESULT_WORDS})\s*:?)\s*[$\\(]*\s*-?$", re.I)
 
 
 def is_result(text: str, start: int) -> bool:
