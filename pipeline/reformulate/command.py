@@ -29,7 +29,9 @@ def command(*, params, root, progress: bool) -> None:
                f"{result.rejects.num_rows} rejects")
     for name, stats in result.per_method.items():
         reasons = ", ".join(f"{r} {n}" for r, n in stats["reject_reasons"].items()) or "none"
-        click.echo(f"  {name} ({stats['method_version']}): {stats['problems']} made; rejected: {reasons}")
+        rungs = ", ".join(f"{r} {n}" for r, n in stats["kept_per_rung"].items()) or "none"
+        click.echo(f"  {name} ({stats['method_version']}): {stats['problems']} kept (by rung: {rungs}) after "
+                   f"{stats['rungs_measured']} rungs measured in {stats['rounds']} rounds; rejected: {reasons}")
 
 
 @click.command("reformulate-report")
