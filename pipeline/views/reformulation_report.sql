@@ -16,7 +16,7 @@ tried AS (
 attempts AS (
     SELECT method, count(DISTINCT parent_id) AS parents_tried FROM tried GROUP BY method
     UNION ALL
-    SELECT '(any)', count(DISTINCT parent_id) FROM tried
+    SELECT '(any)', count(DISTINCT parent_id) FROM tried HAVING count(*) > 0
 ),
 made AS (
     SELECT method, count(*) AS children_kept FROM children GROUP BY method
