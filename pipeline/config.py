@@ -11,7 +11,7 @@ names it and says what is allowed::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -164,6 +164,18 @@ class ReformulateConfig(Model):
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per method, that method's options")
     policies: list[str] | None = Field(None, description="policies the selection is relative to (None: rollout.policies)")
     limit: int | None = Field(None, gt=0, description="at most this many parents (in problem_id order)")
+    target_bands: list[str] = Field(
+        default_factory=lambda: ["learnable"], min_length=1,
+        description="the ladder keeps a parent's smallest rung measured in these bands (else no child)",
+    )
+
+    @field_validator("target_bands")
+    @classmethod
+    def _known_bands(cls, v: list[str]) -> list[str]:
+        known = get_args(Band)
+        if unknown := [b for b in v if b not in known]:
+            raise ValueError(f"unknown bands {unknown}; known: {list(known)}")
+        return v
 
 
 class PublishConfig(Model):

@@ -23,9 +23,11 @@ ORDER BY 1, 2, list_position(['too_easy', 'learnable', 'too_hard', 'unsolved'], 
 """
 
 REPORT = """
-SELECT method, parents_tried, reformulations, rejected, children_measured,
-       parents_with_learnable_child, round(mean_pass_rate_shift, 3) AS mean_shift
-FROM reformulation_report ORDER BY method
+SELECT method, parents_tried, children_kept AS kept, parents_with_learnable_child AS learnable_parents,
+       round(share_parents_with_learnable_child, 3) AS share, round(mean_pass_rate_shift, 3) AS mean_shift,
+       '[' || round(shift_ci_low, 3) || ', ' || round(shift_ci_high, 3) || ']' AS shift_95ci,
+       round(reward_density_before, 3) AS density_before, round(reward_density_after, 3) AS density_after
+FROM reformulation_report ORDER BY method = '(any)', method
 """
 
 # each flag's rate next to the precision and recall measured on the labelled set (the flag_quality view)

@@ -297,3 +297,33 @@ def test_card_gives_each_flag_rate_next_to_its_measured_precision(built):
         precision = figures.get(name, {}).get("precision")
         assert row.split("|")[4].strip() == ("—" if precision is None else f"{precision:.2f}"), row
     assert "`unsupported_answer` marks a success GRPO would reward although its working is wrong" in section
+
+
+def test_reformulated_rows_name_rung_and_writer_and_the_card_counts_parents_per_method(tmp_path):
+    from pipeline.io import read_table, write_table
+    from pipeline.schema import schema
+
+    root = make_repo(tmp_path / "repo")
+    base = root / "data/reformulated"
+    rows = read_table(base / "problems", name="problems").to_pylist()
+    for i, r in enumerate(rows):
+        r["metadata"] = json.dumps({"rung": f"0.{i + 2}5", "writer": "rules"})
+    write_table(schema("problems").from_rows(rows), base / "problems/part-0.parquet", name="problems")
+    rejects = [{"stage": "reformulate", "source": "fobar", "source_id": "p_hard_no_child", "reason": "no_rung_in_band",
+                "detail": "1: 0/8 unsolved, climbed", "excerpt": None}]
+    write_table(schema("rejects").from_rows(rejects), base / "rejects/reformulate.parquet", name="rejects")
+    publish(root)
+    folder = root / "data/published"
+    published = [r for f in data_files(folder) if "/reformulated/" in f for r in pq.read_table(folder / f).to_pylist()]
+    assert published and all(r["writer"] == "rules" and r["rung"].startswith("0.") and r["parent_id"] for r in published)
+    assert all(r["band"] == "learnable" for r in published)  # its own measured band
+    tried = {m: {r["parent_id"] for r in rows if r["method"] == m} for m in {r["method"] for r in rows}}
+    tried["fobar"].add("p_hard_no_child")
+    kept = {m: {r["parent_id"] for r in published if r["method"] == m} for m in tried}
+    _, body = card(folder)
+    assert "## Reformulations" in body
+    for m in tried:
+        share = f"{100 * len(kept[m]) / len(tried[m]):.0f} %"
+        assert f"| `{m}` | {len(tried[m])} | {len(kept[m])} | {share} |" in body, m
+    everyone = set().union(*tried.values())
+    assert f"| `(any)` | {len(everyone)} | {len(set().union(*kept.values()))} |" in body

@@ -175,6 +175,7 @@ def read_inputs(params: Params, *, root: Path) -> Inputs:
                                   read_table(reform.dir("policies", root), name="policies")),
         reformulated_problems=read_table(reform.dir("problems", root), name="problems"),
         reformulated_difficulty=read_table(reform.dir("difficulty", root), name="difficulty"),
+        reformulated_rejects=read_table(reform.dir("rejects", root), name="rejects"),
     )
 
 

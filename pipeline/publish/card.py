@@ -183,6 +183,19 @@ def _flags_section(dataset: Dataset) -> str:
     return _table(["flag", "kind", "mean rate", "precision", "recall"], rows)
 
 
+def _reformulation_section(dataset: Dataset) -> str:
+    """Per method: hard parents tried and those whose reformulation is published (re-measured in the kept bands)."""
+    if not dataset.reformulation:
+        return "No reformulations (the reformulation loop has not run)."
+    rows = [[f"`{m}`", c["parents_tried"], c["parents_with_learnable_child"],
+             f"{100 * c['parents_with_learnable_child'] / c['parents_tried']:.0f} %" if c["parents_tried"] else "n/a"]
+            for m, c in dataset.reformulation.items()]
+    return ("Hard parents (too hard for the primary policy) that got a reformulation re-measured in the published "
+            "bands, per method (`(any)`: by some method). Each `reformulated` row names its `parent_id`, `method`, "
+            "`rung` and `writer`, and carries its own measured band.\n\n"
+            + _table(["method", "hard parents tried", "with a published child", "share"], rows))
+
+
 def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, str]], exports: list[str],
                      private: bool) -> str:
     cfg = "learnable" if "learnable" in files else DEFAULT_CONFIG
@@ -290,6 +303,10 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         + (", and measured items in bands left out by publish.bands: "
            + ", ".join(f"{b} {n}" for b, n in sorted(dataset.dropped_bands.items())) if dataset.dropped_bands else "")
         + ".",
+        "",
+        "## Reformulations",
+        "",
+        _reformulation_section(dataset),
         "",
         "## Policy",
         "",

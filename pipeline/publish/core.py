@@ -18,6 +18,7 @@ a train split.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -70,6 +71,8 @@ COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
     ("license", pa.string(), False, "license of the item (of its parent, for a reformulation)"),
     ("parent_id", pa.string(), True, "reformulations: the problem this one was rewritten from"),
     ("method", pa.string(), True, "reformulations: the method (fobar, hint_prefix, ...)"),
+    ("rung", pa.string(), True, "reformulations: the ladder rung kept (hint fraction, backward question kind)"),
+    ("writer", pa.string(), True, "reformulations: who wrote it (rules, or the writing model)"),
     ("parent_pass_rate", pa.float64(), True, "reformulations: the parent's pass rate under the primary policy"),
     ("parent_band", pa.string(), True, "reformulations: the parent's band under the primary policy"),
     *[(n, t, nl, f"primary policy: {d}") for n, t, nl, d in _MEASURED],
@@ -93,6 +96,7 @@ class Inputs:
     policies: pa.Table
     reformulated_problems: pa.Table
     reformulated_difficulty: pa.Table
+    reformulated_rejects: pa.Table | None = None  # the parents a method made no child for (for the card's counts)
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,8 @@ class Dataset:
     unmeasured_reformulated: int = 0  # reformulations not (yet) measured by the primary policy
     dropped_bands: dict[str, int] = field(default_factory=dict)  # measured but band not kept
     verifier_ids: list[str] = field(default_factory=list)
+    # method -> hard parents tried, and those with a published (re-measured) child
+    reformulation: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def rows(self, config: str) -> int:
         return sum(t.num_rows for t in self.configs[config].values())
@@ -238,6 +244,7 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
                 "license": _license(pid, everything, spec.licenses),
                 "parent_id": p["parent_id"],
                 "method": p["method"],
+                **_rung_writer(p),
                 "parent_pass_rate": parent_m["pass_rate"] if parent_m else None,
                 "parent_band": parent_m["band"] if parent_m else None,
                 **top,
@@ -268,6 +275,21 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
         configs[band] = by_split([r for r in kept_main if r["band"] == band])
     configs[REFORMULATED_CONFIG] = by_split(kept_reform)
     verifiers = sorted({r["verifier_id"] for r in primary_of.values() if r is not None})
+    tried: dict[str, set[str]] = {}
+    for r in reform.values():
+        tried.setdefault(r["method"], set()).add(r["parent_id"])
+    if inputs.reformulated_rejects is not None:
+        for r in inputs.reformulated_rejects.to_pylist():
+            if r["stage"] == "reformulate":
+                tried.setdefault(r["source"], set()).add(r["source_id"])
+    published: dict[str, set[str]] = {}
+    for r in kept_reform:
+        published.setdefault(r["method"], set()).add(r["parent_id"])
+    reformulation = {m: {"parents_tried": len(ps), "parents_with_learnable_child": len(published.get(m, ()))}
+                     for m, ps in sorted(tried.items())}
+    if tried:
+        reformulation["(any)"] = {"parents_tried": len(set().union(*tried.values())),
+                                  "parents_with_learnable_child": len(set().union(set(), *published.values()))}
     return Dataset(
         primary=primary,
         policies=[p for p in policies if p["policy_id"] in measured_ids],
@@ -276,4 +298,13 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
         unmeasured_reformulated=unmeasured_reform,
         dropped_bands=dict(dropped),
         verifier_ids=verifiers,
+        reformulation=reformulation,
     )
+
+
+def _rung_writer(problem: dict[str, Any]) -> dict[str, str | None]:
+    """A reformulation's rung and writer, from its metadata (None for main problems and older rows)."""
+    if not problem["parent_id"] or not problem["metadata"]:
+        return {"rung": None, "writer": None}
+    meta = json.loads(problem["metadata"])
+    return {"rung": meta.get("rung"), "writer": meta.get("writer")}
