@@ -1,0 +1,55 @@
+"""GRPO with TRL on the real embedded model: the 2-step smoke run (marked `engine`: it trains a real model)
+and TRL's own GRPOTrainer accepting passband's TRL export."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.rollout.prompts import load_template, render
+from pipeline.train.grpo import GrpoConfig, newline_token_ids, step_log, train_arm, weights_digest
+
+pytest.importorskip("trl")
+
+ROWS = [{"question": "What is 2 + 3?", "answer": "5"}, {"question": "What is 4 + 4?", "answer": "8"},
+        {"question": "What is 6 * 2?", "answer": "12"}, {"question": "What is 9 + 1?", "answer": "10"}]
+
+
+def fewshot(question: str) -> str:
+    return render(load_template("fewshot_arith"), question).text
+
+
+@pytest.mark.engine
+def test_grpo_smoke_two_steps(embedded_model_dir, tmp_path):
+    out = tmp_path / "ckpt"
+    cfg = GrpoConfig(steps=2, seed=0, num_generations=4, prompts_per_step=2, max_completion_tokens=24)
+    res = train_arm(ROWS, model_dir=embedded_model_dir, out_dir=out, config=cfg, render=fewshot)
+    assert [r["step"] for r in res.log] == [1, 2]
+    assert all(0.0 <= r["reward"] <= 1.0 for r in res.log)
+    assert res.revision == weights_digest(out) != weights_digest(embedded_model_dir)
+    assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
+    assert json.loads((out / "train_log.json").read_text())["log"] == res.log
+    assert not out.with_name("ckpt.tmp").exists()
+
+
+def test_newline_tokens_end_a_completion(embedded_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(embedded_model_dir)
+    ids = newline_token_ids(tok)
+    assert tok.encode("\n")[0] in ids and tok.encode("\n\n")[-1] in ids
+    assert all("\n" in tok.decode([i]) for i in ids)
+    assert tok.encode(" 8")[0] not in ids
+
+
+def test_step_log_keeps_training_steps():
+    history = [{"step": 1, "reward": 0.5, "loss": 0.1, "reward_std": 0.4}, {"step": 1, "train_runtime": 3.0},
+               {"step": 2, "reward": 0.25, "loss": 0.0, "reward_std": 0.2}]
+    log = step_log(history)
+    assert [r["step"] for r in log] == [1, 2] and log[1]["reward"] == 0.25 and log[0]["frac_reward_zero_std"] is None
+
+
+def test_weights_digest_names_a_missing_checkpoint(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a trained checkpoint"):
+        weights_digest(tmp_path)
