@@ -107,3 +107,58 @@ def test_summary_pass_rate_delta_and_flags():
     assert "| learnable-s0 | learnable | 0 | 10 | 0.500 [0.500, 0.500] | +0.250 [+0.250, +0.250] | 0.500 |" in table
     with pytest.raises(ValueError, match="no held-out measurement"):
         summarize(diff, {"base": "B", "hard-s0": "H"}, base="base", runs={"hard-s0": ("hard", 0)})
+
+
+def test_experiment_stages_with_the_fake_engine(tmp_path):
+    """ingest -> rollout -> verify -> annotate -> publish -> arms -> measure -> report through the CLI,
+    the fake engine standing in for vLLM and two-byte files for the trained checkpoints (training is
+    covered by tests/test_train_grpo.py's real smoke run)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    raw = yaml.safe_load((EXPERIMENT / "params.yaml").read_text())
+    raw["paths"]["models"] = "data/models"
+    raw["policies"]["smollm2-135m-3shot"].update({"model": "fake-model", "revision": "r1", "engine": "fake"})
+    raw["rollout"]["engine_options"] = {"fake": {"correct_rate": 0.5}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    exp = yaml.safe_load((EXPERIMENT / "band_value.yaml").read_text())
+    exp["arm_size"] = 3
+    (tmp_path / "band_value.yaml").write_text(yaml.safe_dump(exp))
+    p = ["--params", str(tmp_path / "params.yaml")]
+
+    def run(*args):
+        res = CliRunner().invoke(cli, [*args, *p], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    for stage in (["ingest", "--no-progress"], ["rollout", "--no-progress"], ["verify", "--no-progress"],
+                  ["annotate", "--no-progress"], ["publish"]):
+        run(*stage)
+    out = run("band-value", "arms")
+    assert all(f"{a} 3" in out for a in ("learnable", "hard", "random")) and "Generating" not in out
+    arms = {a: bv.read_arm(tmp_path / f"data/arms/{a}.jsonl") for a in ("learnable", "hard", "random")}
+    assert {r["band"] for r in arms["hard"]} <= {"too_hard", "unsolved"}
+    trained = {r["problem_id"] for a in arms.values() for r in a}
+    for arm in arms:  # stand-ins for trained checkpoints: distinct weights, a two-step log
+        d = tmp_path / "data/checkpoints" / f"{arm}-s0"
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(arm.encode())
+        (d / "train_log.json").write_text(json.dumps({"log": [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}],
+                                                      "seconds": 1.0}))
+    run("band-value", "measure", "--no-progress")
+    out = run("band-value", "report")
+    table = (tmp_path / "data/report/band_value.md").read_text()
+    assert table in out and table.count("\n") == 2 + 4  # header, rule, base + three arms
+    report = json.loads((tmp_path / "data/report/band_value.json").read_text())
+    items = {r["items"] for r in report["policies"]}
+    assert len(items) == 1 and items.pop() > 0
+    assert (tmp_path / "data/report/band_value.png").read_bytes()[:4] == b"\x89PNG"
+    measured = load_params(tmp_path / "data/measure/params.yaml")
+    from pipeline.io import read_table
+
+    diff = read_table(tmp_path / measured.paths.difficulty, name="difficulty").to_pylist()
+    assert not trained & {d["problem_id"] for d in diff}  # held-out items were never trained on
+    assert len({d["policy_id"] for d in diff}) == 4

@@ -91,8 +91,10 @@ def select_arms(configs: dict[str, list[dict[str, Any]]], *, arms: dict[str, lis
 
 def write_arms(params: Params, cfg: ExperimentConfig, *, root: Path) -> dict[str, int]:
     """The shell: each config loaded with ``datasets.load_dataset(<published folder>, <config>)``."""
+    import datasets
     from datasets import load_dataset
 
+    datasets.disable_progress_bars()
     folder = root / params.paths.published
     names = sorted({n for ns in cfg.arms.values() for n in ns})
     configs = {}
