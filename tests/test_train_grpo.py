@@ -31,6 +31,10 @@ def test_grpo_smoke_two_steps(embedded_model_dir, tmp_path):
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
     assert json.loads((out / "train_log.json").read_text())["log"] == res.log
     assert not out.with_name("ckpt.tmp").exists()
+    # the training-time newline stop does not leak into the checkpoint that vLLM will measure
+    gen = json.loads((out / "generation_config.json").read_text())
+    base = json.loads((embedded_model_dir / "generation_config.json").read_text())
+    assert gen.get("eos_token_id") == base.get("eos_token_id")
 
 
 def test_newline_tokens_end_a_completion(embedded_model_dir):
@@ -53,3 +57,14 @@ def test_step_log_keeps_training_steps():
 def test_weights_digest_names_a_missing_checkpoint(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a trained checkpoint"):
         weights_digest(tmp_path)
+
+
+def test_trl_group_normalisation_of_one_success_in_eight():
+    """The figure docs/training.md states: TRL divides by the group's sample std (1 of 8 -> 2.47, not sqrt(7))."""
+    import torch
+    from trl.trainer.utils import nanstd
+
+    rewards = torch.tensor([1.0] + [0.0] * 7)
+    advantage = (1.0 - rewards.mean()) / (nanstd(rewards) + 1e-4)  # GRPOTrainer, scale_rewards="group"
+    assert float(advantage) == pytest.approx(2.474, abs=1e-3)
+    assert float((1.0 - rewards.mean()) / rewards.std(unbiased=False)) == pytest.approx(7 ** 0.5)

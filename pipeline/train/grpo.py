@@ -98,6 +98,7 @@ def train_arm(rows: Sequence[dict[str, str]], *, model_dir: str | Path, out_dir:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     eos = tokenizer.eos_token_id
+    saved_eos = model.generation_config.eos_token_id
     model.generation_config.eos_token_id = [eos, *[i for i in newline_token_ids(tokenizer) if i != eos]]
     data = Dataset.from_list([{"prompt": render(r["question"]), "answer": r["answer"]} for r in rows])
     batch = config.prompts_per_step * config.num_generations
@@ -115,6 +116,9 @@ def train_arm(rows: Sequence[dict[str, str]], *, model_dir: str | Path, out_dir:
     trainer.train()
     seconds = time.perf_counter() - t0
     log = step_log(trainer.state.log_history)
+    # the newline stop is training's stand-in for the policy's stop strings: the checkpoint keeps the
+    # base model's generation config (vLLM would otherwise stop at every newline when measuring it)
+    trainer.model.generation_config.eos_token_id = saved_eos
     trainer.save_model(str(tmp / "model"))
     tokenizer.save_pretrained(str(tmp / "model"))
     final = tmp / "model"
