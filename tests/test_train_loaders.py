@@ -62,3 +62,31 @@ def test_grpo_trainer_takes_a_published_config(folder, embedded_model_dir, tmp_p
     trainer = trainer_for(ds["train"], embedded_model_dir, tmp_path)
     batch = next(iter(trainer.get_train_dataloader()))
     assert {"prompt", "answer", "pass_rate", "band"} <= set(batch[0]) and batch[0]["band"] == "learnable"
+
+
+def test_verl_rlhf_dataset_takes_the_verl_export(folder, embedded_model_dir, tmp_path):
+    """verl does not install into the project's environment (it moves huggingface_hub, brings ray):
+    point PASSBAND_VERL_PYTHON at a separate one (docs/training.md shows how to make it)."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    python = os.environ.get("PASSBAND_VERL_PYTHON")
+    if not python:
+        pytest.skip("PASSBAND_VERL_PYTHON is not set: no verl environment")
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([python, str(repo / "tests/verl_loader_check.py"), str(folder), str(embedded_model_dir),
+                          str(tmp_path / "cache")], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = pq.read_table(folder / "exports/verl/learnable/train.parquet").to_pylist()
+    assert seen["len"] == len(rows) == EXPECTED["learnable"]["train"]
+    first = rows[0]
+    assert seen["raw_prompt"] == first["prompt"] and seen["data_source"] == first["data_source"]
+    assert seen["ground_truth"] == first["reward_model"]["ground_truth"]
+    assert seen["problem_id"] == first["extra_info"]["problem_id"]
+    assert (seen["right"], seen["wrong"]) == (1.0, 0.0)  # the shipped reward.py, loaded the way verl loads it
