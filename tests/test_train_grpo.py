@@ -12,8 +12,9 @@ from pipeline.train.grpo import GrpoConfig, newline_token_ids, step_log, train_a
 
 pytest.importorskip("trl")
 
-ROWS = [{"question": "What is 2 + 3?", "answer": "5"}, {"question": "What is 4 + 4?", "answer": "8"},
-        {"question": "What is 6 * 2?", "answer": "12"}, {"question": "What is 9 + 1?", "answer": "10"}]
+# one-digit sums the model gets right, two-digit ones it gets right about half the time (mixed groups)
+ROWS = [{"question": "What is 2 + 3?", "answer": "5"}, {"question": "What is 52 - 27?", "answer": "25"},
+        {"question": "What is 38 + 47?", "answer": "85"}, {"question": "What is 9 + 1?", "answer": "10"}]
 
 
 def fewshot(question: str) -> str:
@@ -23,11 +24,14 @@ def fewshot(question: str) -> str:
 @pytest.mark.engine
 def test_grpo_smoke_two_steps(embedded_model_dir, tmp_path):
     out = tmp_path / "ckpt"
-    cfg = GrpoConfig(steps=2, seed=0, num_generations=4, prompts_per_step=2, max_completion_tokens=24)
+    cfg = GrpoConfig(steps=2, seed=0, num_generations=2, prompts_per_step=2, max_completion_tokens=16)
     res = train_arm(ROWS, model_dir=embedded_model_dir, out_dir=out, config=cfg, render=fewshot)
     assert [r["step"] for r in res.log] == [1, 2]
-    assert all(0.0 <= r["reward"] <= 1.0 for r in res.log)
-    assert res.revision == weights_digest(out) != weights_digest(embedded_model_dir)
+    assert all(0.0 <= r["reward"] <= 1.0 and 0.0 <= r["frac_reward_zero_std"] <= 1.0 for r in res.log)
+    assert res.revision == weights_digest(out)
+    # beta = 0: the weights move exactly when some group's rewards differed (a non-zero advantage)
+    learned = any(r["frac_reward_zero_std"] < 1.0 for r in res.log)
+    assert (res.revision != weights_digest(embedded_model_dir)) == learned
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
     assert json.loads((out / "train_log.json").read_text())["log"] == res.log
     assert not out.with_name("ckpt.tmp").exists()
