@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "sql": "pipeline.catalog_command:sql",
     "summary": "pipeline.summary:summary",
     "doctor": "pipeline.doctor:doctor",
+    "band-value": "pipeline.train.command:band_value",
 }
 
 

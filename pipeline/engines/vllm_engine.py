@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -61,7 +62,7 @@ class VLLMEngine(Engine):
             "max_num_seqs": opts.max_num_seqs,
             "enforce_eager": opts.enforce_eager,
         }
-        if self.model.path == self.model.model_id:  # a hub id: pin the revision
+        if self.model.path == self.model.model_id and not Path(self.model.path).is_dir():  # a hub id: pin the revision
             kwargs["revision"] = self.model.revision
         if _on_gpu():
             kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization

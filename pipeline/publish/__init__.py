@@ -8,7 +8,7 @@ The folder::
     data/<config>/<split>-00000-of-00001.parquet   configs: default, one per band, reformulated
     exports/verl/<config>/<split>.parquet, exports/verl/reward.py
     exports/trl/<config>/<split>.parquet
-    exports/openrlhf/<config>/<split>.jsonl
+    exports/openrlhf/<config>/<split>.jsonl, exports/openrlhf/reward_func.py
     licenses/<kind>.LICENSE.txt   the sources' own license texts (MIT asks for them in every copy)
 
 Licenses come from the sources, never invented: ``publish.licenses`` maps a source *kind* to a
@@ -238,6 +238,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
             put_bytes(f"exports/openrlhf/{config}/{split}.jsonl", ex.openrlhf_jsonl(table).encode())
     if any(dataset.rows(c) for c in cfg.exports):
         put_bytes("exports/verl/reward.py", ex.VERL_REWARD.encode())
+        put_bytes("exports/openrlhf/reward_func.py", ex.OPENRLHF_REWARD.encode())
 
     items = _items_per_source(dataset)
     rows = []
