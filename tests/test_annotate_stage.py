@@ -110,6 +110,8 @@ def test_core_in_memory_matches_and_empty_inputs():
 
 
 def test_unknown_flag_is_a_clean_error(tmp_path):
-    build(tmp_path, params={**PARAMS, "annotate": {"flags": ["truncatd"]}})
+    build(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "annotate": {"flags": ["truncatd"]}}))
     res = CliRunner().invoke(cli, ["annotate", "--params", str(tmp_path / "params.yaml"), "--no-progress"])
-    assert res.exit_code == 1 and "did you mean truncated" in res.output
+    assert res.exit_code == 1 and "annotate.flags: unknown flag 'truncatd' (did you mean truncated?)" in res.output
+    assert not (tmp_path / "data/difficulty").exists()  # caught when params.yaml is read, before any work

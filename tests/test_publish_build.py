@@ -265,8 +265,8 @@ def test_unknown_primary_policy_and_band_are_errors(tmp_path):
     with pytest.raises(PublishError, match="primary policy 'nope' has no measurements"):
         run(load_params(root / "params.yaml"), root=root)
     root = make_repo(tmp_path / "b", bands=["learnable", "medium"])
-    with pytest.raises(PublishError, match="unknown bands \\['medium'\\]"):
-        run(load_params(root / "params.yaml"), root=root)
+    with pytest.raises(ConfigError, match="publish.bands: unknown band 'medium'; known: learnable, too_easy"):
+        load_params(root / "params.yaml")
 
 
 def test_only_reformulations_re_measured_in_the_kept_bands_are_published(tmp_path):

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from pipeline.annotate.bands import BANDS
 from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_batches, flag_batches, prepare
 from pipeline.annotate.plots import write_plots
+from pipeline.bands import BANDS
 from pipeline.config import Params
 from pipeline.io import SHARD_GLOB, shard_paths, write_json
 from pipeline.schema import SchemaError, schema

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline.bands import COLOURS
 from pipeline.io import atomic_write_bytes, atomic_write_text
 
 BINS = 10
@@ -64,8 +65,7 @@ def write_plots(con: duckdb.DuckDBPyConnection, source: str, out_dir: Path, *, s
     _save_png(fig, pngs[0])
 
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    colors = {"too_easy": "tab:blue", "learnable": "tab:green", "too_hard": "tab:orange", "unsolved": "tab:red"}
-    for band, color in colors.items():
+    for band, color in COLOURS.items():
         s = scatter.filter(scatter["band"] == band)
         if s.height:
             ax.scatter(s["mean_tokens"].to_list(), s["pass_rate"].to_list(), s=8, alpha=0.6, color=color, label=band)

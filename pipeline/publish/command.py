@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from pipeline.bands import LEARNABLE
 from pipeline.options import with_params
 from pipeline.publish import read_build_info, run
 
@@ -36,7 +37,7 @@ def command(*, params, root) -> None:
     if ds.unmeasured or ds.unmeasured_reformulated:
         click.echo(f"  not published: {ds.unmeasured} problems and {ds.unmeasured_reformulated} reformulations "
                    "without a measurement by the primary policy")
-    cfg = "learnable" if "learnable" in ds.configs else "default"
+    cfg = LEARNABLE if LEARNABLE in ds.configs else "default"
     click.echo("load it:")
     click.echo(f'  python -c \'import datasets; print(datasets.load_dataset("{folder}", "{cfg}"))\'')
     click.echo("push it:  passband push --repo-id ORG/NAME [--dry-run] [--public]")
@@ -72,4 +73,4 @@ def push(*, repo_id: str, dry_run: bool, public: bool, params, root) -> None:
         click.echo(f"  deleted stale {path}")
     click.echo(f"pushed: {result.commit_url}")
     rows = read_build_info(folder).get("rows", {})
-    click.echo(f'load it: datasets.load_dataset("{repo_id}", "{"learnable" if rows.get("learnable") else "default"}")')
+    click.echo(f'load it: datasets.load_dataset("{repo_id}", "{LEARNABLE if rows.get(LEARNABLE) else "default"}")')

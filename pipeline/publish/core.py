@@ -26,9 +26,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipeline.bands import BANDS, LEARNABLE
 from pipeline.errors import PassbandError
 
-BANDS = ("too_easy", "learnable", "too_hard", "unsolved")
 DEFAULT_CONFIG = "default"
 REFORMULATED_CONFIG = "reformulated"
 UNKNOWN_LICENSE = "unknown"
@@ -47,7 +47,7 @@ _MEASURED: list[tuple[str, pa.DataType, bool, str]] = [
     ("pass_rate", pa.float64(), False, "n_correct / n"),
     ("ci_low", pa.float64(), False, "lower end of the 95 % interval of the pass rate"),
     ("ci_high", pa.float64(), False, "upper end of the 95 % interval of the pass rate"),
-    ("band", pa.string(), False, "too_easy | learnable | too_hard | unsolved"),
+    ("band", pa.string(), False, " | ".join(BANDS)),
     ("band_confidence", pa.float64(), False, "posterior probability that the true pass rate lies in the band"),
     ("learnability", pa.float64(), False, "p(1-p): expected GRPO signal"),
     ("flag_rates", pa.list_(FLAG_RATE), False, "per shortcut/degeneracy flag, the share of rollouts it fired on"),
@@ -101,7 +101,7 @@ class Spec:
     bands: tuple[str, ...]
     licenses: Mapping[str, str]  # source name -> license id
     render: Callable[[str], list[dict[str, str]]]  # question -> chat messages
-    reformulated_bands: tuple[str, ...] = ("learnable",)  # a reformulation is kept only if re-measured here
+    reformulated_bands: tuple[str, ...] = (LEARNABLE,)  # a reformulation is kept only if re-measured here
 
 
 @dataclass
