@@ -23,7 +23,7 @@ from pydantic import Field
 
 from pipeline.config import Model
 from pipeline.engines.registry import Engine, EngineError, Request, Sample
-from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env
+from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env, configure_logging, output_to, verbose
 
 
 class VLLMOptions(Model):
@@ -35,6 +35,7 @@ class VLLMOptions(Model):
     enforce_eager: bool = True
     max_queued: int = Field(256, gt=0, description="requests handed to the engine at once (>= max_num_seqs)")
     cache_root: str = Field("data/cache/vllm", description="VLLM_CACHE_ROOT, relative to the repository root")
+    log_file: str = Field("data/logs/vllm.log", description="vLLM's own log lines (on the terminal too with --verbose)")
     llm_kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to vllm.LLM as they are")
 
 
@@ -48,6 +49,7 @@ class VLLMEngine(Engine):
     def _start(self) -> None:
         opts: VLLMOptions = self.options
         configure_cpu_env(threads=opts.threads, kv_cache_gib=opts.kv_cache_gib, cache_root=self.root / opts.cache_root)
+        self.log_path = configure_logging(self.root / opts.log_file)
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -65,7 +67,8 @@ class VLLMEngine(Engine):
         if _on_gpu():
             kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
         kwargs.update(opts.llm_kwargs)
-        self.llm = LLM(**kwargs)
+        with output_to(None if verbose() else self.log_path):
+            self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self._ids = itertools.count()
 
