@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from shared_data import shared_path
 
 from pipeline.cli import cli
 from pipeline.config import ConfigError, parse_params
@@ -24,15 +25,12 @@ from pipeline.reformulate.registry import METHODS, Child, Parent, Skip, build, g
 from pipeline.schema import schema
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "data"
 GOLDEN = yaml.safe_load((REPO / "tests" / "data" / "reformulate_golden.yaml").read_text())
 
 
 def real_item(file: str, line: int) -> Parent:
     """Line ``line`` of a shared GSM8K / MATH file as a parent problem (gold extracted as ingest does)."""
-    path = SHARED / file
-    if not path.is_file():
-        pytest.skip(f"{path} not present")
+    path = shared_path(file)
     obj = json.loads(path.read_text(encoding="utf-8").splitlines()[line - 1])
     if file.startswith("gsm8k"):
         return Parent(f"{file}:{line}", "gsm8k", obj["question"], gsm8k_gold(obj["answer"]), obj["answer"])
@@ -114,9 +112,7 @@ def test_hint_prefix_golden(case):
 
 def test_hint_never_holds_the_final_answer_on_real_math_items():
     """Over the first 300 MATH items: every kept hint passes the check and never holds the boxed answer's text."""
-    path = SHARED / "math" / "train.jsonl"
-    if not path.is_file():
-        pytest.skip("MATH not present")
+    path = shared_path("math/train.jsonl")
     method = build("hint_prefix", {})
     kept = skipped = 0
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()[:300]):

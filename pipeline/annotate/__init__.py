@@ -122,7 +122,8 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
             result.paths = [flags_out, diff_out]
             if plots:
                 suffix = "" if set_name == "main" else f"-{set_name}"
-                result.paths += write_plots(con, f"read_parquet('{diff_out}')", root / params.paths.plots, suffix=suffix)
+                result.paths += write_plots(con, f"read_parquet('{diff_out}')", root / params.paths.plots, suffix=suffix,
+                                            names=_policy_names(ts.dir("policies", root)))
         finally:
             con.close()
     result.seconds = time.perf_counter() - t0
@@ -138,6 +139,16 @@ def _write_hits(ann: Annotation, path: Path, *, progress: bool, set_name: str) -
             writer.write_batch(batch)
             n += batch.num_rows
     return n
+
+
+def _policy_names(policies_dir: Path) -> dict[str, str]:
+    """policy_id -> the policy's name in params.yaml, from the policies table (empty when it is not there)."""
+    if not shard_paths(policies_dir):
+        return {}
+    from pipeline.io import read_table
+
+    t = read_table(policies_dir, name="policies")
+    return dict(zip(t.column("policy_id").to_pylist(), t.column("name").to_pylist(), strict=True))
 
 
 def _summary(con: duckdb.DuckDBPyConnection, ann: Annotation, diff_path: Path, n_hits: int) -> AnnotateResult:
