@@ -1,4 +1,14 @@
-"""Every SQL query README.md shows (```sql blocks and `passband sql "..."` lines) runs on a small real catalog.
+"""The commands and outputs in README.md and docs/*.md that are marked for checking run, and match.
+
+Only blocks marked with an HTML comment on the line before them are checked, so pages without
+markers are left alone:
+
+- ``<!-- check: output -->`` before a ```bash block holding one ``passband ...`` command, followed
+  by a bare ``` block: the command runs (through the CLI, in the small catalog below) and its
+  output must equal the block, character for character.
+- ``<!-- check: runs -->`` before a ```sql or ```bash block: every query in it (the SQL block, or
+  each ``passband sql "..."``) runs on the small catalog; when a bare ``` block with a table
+  follows, its header must name the query's columns.
 
 The catalog is built from real completions of the embedded model (tests/data/embedded_completions.jsonl):
 their problems, verified by the verify stage and annotated by the annotate stage, in a temp dir.
@@ -9,33 +19,63 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from pipeline.catalog import query
+from pipeline.cli import cli
 from pipeline.config import load_params
 from pipeline.io import write_table
 from pipeline.keys import problem_id
 from pipeline.schema import schema
 
 REPO = Path(__file__).resolve().parent.parent
+MARKER = re.compile(r"^<!-- check: (output|runs) -->\n```(\w*)\n(.*?)```\n(?:```\n(.*?)```\n)?", re.M | re.S)
 
 
-def readme_queries() -> list[str]:
-    text = (REPO / "README.md").read_text()
-    out = [b.strip() for b in re.findall(r"```sql\n(.*?)```", text, flags=re.S)]
-    for quoted in re.findall(r'^passband sql ("(?:[^"\\]|\\.)*")', text, flags=re.M | re.S):
-        out.append(shlex.split(quoted)[0])  # a command may span lines
-    return out
+@dataclass(frozen=True)
+class Block:
+    page: str
+    kind: str  # output | runs
+    lang: str
+    code: str
+    output: str | None
+
+    def __str__(self) -> str:
+        return f"{self.page}: {self.code.strip().splitlines()[0][:60]}"
+
+
+def pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def marked_blocks() -> list[Block]:
+    return [Block(str(p.relative_to(REPO)), m[1], m[2], m[3], m[4])
+            for p in pages() for m in MARKER.finditer(p.read_text())]
+
+
+def queries(block: Block) -> list[str]:
+    if block.lang == "sql":
+        return [block.code.strip()]
+    return [shlex.split(q)[0] for q in re.findall(r'^passband sql ("(?:[^"\\]|\\.)*")', block.code, flags=re.M | re.S)]
+
+
+def header(table: str) -> list[str]:
+    """Column names of a `passband sql` table (the first row between │ bars)."""
+    row = next(line for line in table.splitlines() if line.startswith("│"))
+    return [c.strip() for c in row.strip("│").split("┆")]
 
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("readme")
-    params = {"ingest": {"sources": [{"name": "t", "kind": "synthetic"}]}, "policies": {"p": {"model": "embedded"}},
-              "rollout": {"policies": ["p"]}, "verify": {"workers": 2, "timeout_s": 2.0}}
+    tmp = tmp_path_factory.mktemp("docs")
+    params = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
+              "policies": {"p": {"model": "embedded"}}, "rollout": {"policies": ["p"]},
+              "verify": {"workers": 2, "timeout_s": 2.0}}
     (tmp / "params.yaml").write_text(yaml.safe_dump(params))
     rows = [json.loads(line) for line in (REPO / "tests/data/embedded_completions.jsonl").read_text().splitlines()]
     probs, rolls, seen = {}, [], {}
@@ -58,18 +98,38 @@ def catalog(tmp_path_factory):
     return p, tmp
 
 
-def test_readme_has_the_queries():
-    qs = readme_queries()
-    assert len(qs) >= 7
-    assert any("rare_successes" in q for q in qs) and any("band_counts" in q for q in qs)
-    assert any("flagged_correct" in q for q in qs)
+def test_the_docs_have_checked_blocks():
+    blocks = marked_blocks()
+    assert {b.page for b in blocks} >= {"README.md", "docs/tables.md", "docs/configuration.md"}
+    assert sum(b.kind == "output" for b in blocks) >= 3
+    qs = [q for b in blocks if b.kind == "runs" for q in queries(b)]
+    assert any("rare_successes" in q for q in qs) and any("flagged_correct" in q for q in qs)
 
 
-@pytest.mark.parametrize("sql", readme_queries())
-def test_readme_query_runs(catalog, sql):
+def test_the_marker_is_required():
+    page = "Intro\n\n```sql\nSELECT nope FROM nowhere\n```\n\n<!-- check: runs -->\n```sql\nSELECT 1\n```\n"
+    assert [m[3] for m in MARKER.finditer(page)] == ["SELECT 1\n"]
+
+
+@pytest.mark.parametrize("block", [b for b in marked_blocks() if b.kind == "runs"], ids=str)
+def test_marked_queries_run(catalog, block):
     params, root = catalog
-    df = query(params, sql, root=root)
-    assert df is not None and df.width > 0
+    qs = queries(block)
+    assert qs, f"{block}: a `check: runs` block with no query"
+    for sql in qs:
+        df = query(params, sql, root=root)
+        if block.output and len(qs) == 1:
+            assert header(block.output) == df.columns, block
+
+
+@pytest.mark.parametrize("block", [b for b in marked_blocks() if b.kind == "output"], ids=str)
+def test_marked_outputs_match(catalog, block):
+    _, root = catalog
+    assert block.output is not None, f"{block}: a `check: output` block needs the output block after it"
+    argv = shlex.split(block.code.strip())
+    assert argv[0] == "passband" and len(block.code.strip().splitlines()) == 1, block
+    res = CliRunner().invoke(cli, [*argv[1:], "--params", str(root / "params.yaml")])
+    assert res.output == block.output, f"{block}: the page shows\n{block.output}\nthe command printed\n{res.output}"
 
 
 def test_flag_kinds_follow_the_registry_and_drive_flagged_correct(catalog):
@@ -85,8 +145,14 @@ def test_flag_kinds_follow_the_registry_and_drive_flagged_correct(catalog):
 
 
 def test_views_see_the_annotations(catalog):
+    from pipeline.bands import BANDS
+
     params, root = catalog
-    bands = query(params, "SELECT sum(problems) AS n FROM band_counts", root=root)
-    assert bands["n"][0] == query(params, "SELECT count(*) AS n FROM difficulty", root=root)["n"][0] > 0
+    bands = query(params, "SELECT band, sum(problems) AS n FROM band_counts GROUP BY band", root=root)
+    diff = query(params, "SELECT band, count(*) AS n FROM difficulty GROUP BY band", root=root)
+    assert dict(zip(bands["band"], bands["n"], strict=True)) == dict(zip(diff["band"], diff["n"], strict=True))
+    assert len(diff) >= 3
+    order = query(params, "SELECT band FROM bands ORDER BY band_order", root=root)["band"].to_list()
+    assert order == list(BANDS)
     statuses = set(query(params, "SELECT DISTINCT status FROM verdicts", root=root)["status"].to_list())
     assert {"correct", "incorrect", "no_answer"} <= statuses
