@@ -14,7 +14,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
-import yaml
 
 from pipeline.bands import BANDS, COLOURS, LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED, describe_ranges
 from pipeline.publish.core import COLUMNS, DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
@@ -242,9 +241,11 @@ def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, 
 
 def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[str, list[str]], spec: CardSpec,
            build: BuildInfo, private: bool) -> str:
-    """The whole README.md: YAML header, then the body."""
+    """The whole README.md: YAML header (huggingface_hub's DatasetCardData), then the body."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
     repo = spec.repo_id or PLACEHOLDER_REPO
-    header = yaml.safe_dump(metadata(dataset, files=files, spec=spec), sort_keys=False, allow_unicode=True)
+    header = DatasetCardData(**metadata(dataset, files=files, spec=spec)).to_yaml()
     p = dataset.primary
     others = [q for q in dataset.policies if q["policy_id"] != p["policy_id"]]
     licenses = [[f"`{s}`", k, f"`{lic}`", n, f"[{f}]({f})" if f else "—"] for s, k, lic, n, f in spec.source_licenses]
@@ -323,7 +324,7 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         "the exact inputs, parameters and outputs of the tables this folder was built from.",
         "",
     ]
-    return f"---\n{header}---\n\n" + "\n".join(body)
+    return str(DatasetCard(f"---\n{header}\n---\n\n" + "\n".join(body)))
 
 
 _EMPTY = " (empty, so not declared: 🤗 datasets cannot load a config without rows)"

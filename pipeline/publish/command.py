@@ -69,8 +69,6 @@ def push(*, repo_id: str, dry_run: bool, public: bool, params, root) -> None:
         click.echo("dry run: nothing uploaded")
         return
     result = hub.push(folder, the_plan)
-    for path in result.deleted:
-        click.echo(f"  deleted stale {path}")
     click.echo(f"pushed: {result.commit_url}")
     rows = read_build_info(folder).get("rows", {})
     click.echo(f'load it: datasets.load_dataset("{repo_id}", "{LEARNABLE if rows.get(LEARNABLE) else "default"}")')
