@@ -21,6 +21,7 @@ from pipeline.cli import cli
 from pipeline.config import ConfigError, load_params
 from pipeline.publish import dvc_lock_digest, run
 from pipeline.publish.core import COLUMNS, PublishError
+from pipeline.schema import schema
 
 CONFIGS = ["default", "too_easy", "learnable", "too_hard", "unsolved", "reformulated"]
 
@@ -265,7 +266,7 @@ def test_unknown_primary_policy_and_band_are_errors(tmp_path):
     with pytest.raises(PublishError, match="primary policy 'nope' has no measurements"):
         run(load_params(root / "params.yaml"), root=root)
     root = make_repo(tmp_path / "b", bands=["learnable", "medium"])
-    with pytest.raises(ConfigError, match="publish.bands: unknown band 'medium'; known: learnable, too_easy"):
+    with pytest.raises(ConfigError, match=r"publish\.bands: unknown band 'medium'; known: learnable, too_easy"):
         load_params(root / "params.yaml")
 
 
@@ -282,3 +283,15 @@ def test_only_reformulations_re_measured_in_the_kept_bands_are_published(tmp_pat
     publish(root)
     meta, _ = card(folder)
     assert "reformulated" not in [c["config_name"] for c in meta["configs"]] and reform_rows() == 0
+
+
+def test_published_columns_follow_the_declared_schemas():
+    from pipeline.publish.core import SCHEMA
+
+    declared = {**{c.name: c for c in schema("problems").columns}, **{c.name: c for c in schema("difficulty").columns}}
+    declared["reference_solution"] = next(c for c in schema("problems").columns if c.name == "solution")
+    shared = [f for f in SCHEMA if f.name in declared and f.name != "flag_rates"]
+    assert len(shared) >= 18
+    for f in shared:
+        c = declared[f.name]
+        assert (f.type, f.nullable) == (c.arrow_type, c.nullable), f.name
