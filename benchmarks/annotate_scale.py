@@ -136,7 +136,7 @@ RAW_HITS = f"""COPY (
        OR (v.status = 'correct' AND v.extracted IS NOT NULL
            AND contains(replace(p.question, ',', ''), {_ANS.replace('extracted', 'v.extracted')}))
        OR regexp_matches(r.completion, '(?is)(answer is|\\\\boxed|\\\\fbox|####).*(answer is|\\\\boxed|\\\\fbox|####)')
-       OR strpos(r.completion, chr(10)) > 0 OR length(r.completion) >= 144)
+       OR strpos(r.completion, chr(10)) > 0 OR length(r.completion) >= 47)
   SELECT v.problem_id, v.policy_id, v.sample_idx, 'rare_success' AS flag, sqrt((n - n_correct) / n_correct) AS score,
          format('{{{{}}}} of {{{{}}}} correct (pass rate {{{{:.3f}}}}): GRPO advantage {{{{:.2f}}}}', n_correct, n, n_correct / n,
                 sqrt((n - n_correct) / n_correct)) AS evidence, true AS correct
