@@ -90,6 +90,11 @@ def catalog(tmp_path_factory):
         idx[0] += 1
     write_table(schema("problems").from_rows(list(probs.values())), tmp / "data/problems/part-0.parquet", name="problems")
     write_table(schema("rollouts").from_rows(rolls), tmp / "data/rollouts/part-0.parquet", name="rollouts")
+    pols = [{"policy_id": f"pol_{style}", "name": f"smollm2-{style}", "model": "HuggingFaceTB/SmolLM2-135M-Instruct",
+             "revision": "gguf", "engine": "vllm", "dtype": "float32", "temperature": 0.8, "top_p": 1.0, "top_k": -1,
+             "max_tokens": 48, "stop": [], "prompt_template": style, "prompt_version": "1", "prompt_digest": "d",
+             "chat": style != "fewshot", "identity": "{}"} for style in ("fewshot", "chat_boxed")]
+    write_table(schema("policies").from_rows(pols), tmp / "data/policies/part-0.parquet", name="policies")
     from pipeline import annotate, verify
 
     p = load_params(tmp / "params.yaml")
@@ -142,6 +147,14 @@ def test_flag_kinds_follow_the_registry_and_drive_flagged_correct(catalog):
     seen = query(params, "SELECT DISTINCT unnest(flags_seen) AS flag FROM flagged_correct", root=root)["flag"].to_list()
     shortcuts = {n for n, d in DETECTORS.items() if d.kind == "shortcut"}
     assert seen and set(seen) <= shortcuts
+
+
+def test_views_name_the_policies_next_to_their_ids(catalog):
+    params, root = catalog
+    for view in ("band_counts", "rare_successes", "flagged_correct"):
+        got = query(params, f"SELECT DISTINCT policy_id, policy FROM {view} ORDER BY 1", root=root).rows()
+        assert set(got) <= {("pol_chat_boxed", "smollm2-chat_boxed"), ("pol_fewshot", "smollm2-fewshot")}, view
+        assert got or view == "rare_successes", view  # no group of 3 samples has a rare success
 
 
 def test_views_see_the_annotations(catalog):
