@@ -97,3 +97,27 @@ def test_a_quiet_rollout_on_the_real_engine(embedded_model_dir, tmp_path):
     assert "engine log data/logs/vllm.log" in res.stdout
     log = (tmp_path / "data/logs/vllm.log").read_text()
     assert "INFO vllm" in log and len(log.splitlines()) > 20  # the lines the terminal was spared
+
+
+def test_an_engine_that_fails_to_start_prints_its_cause(tmp_path, monkeypatch, capfd):
+    """vllm.LLM stands in for an engine whose worker prints the cause and dies: the error names it and the log."""
+    import types
+
+    from pipeline.engines.registry import EngineError, ModelSpec
+    from pipeline.engines.vllm_engine import VLLMEngine
+
+    class LLM:
+        def __init__(self, **kwargs):
+            os.write(2, b"INFO engine args ...\nValueError: max_model_len 4096 > the model's 2048\n")
+            raise RuntimeError("Engine core initialization failed. See root cause above.")
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    # the engine sets VLLM_* variables in os.environ: give it a copy, so this process's stays as it was
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != "PASSBAND_LOG_LEVEL"})
+    engine = VLLMEngine(ModelSpec("m", str(tmp_path / "m"), "r", "float32"), {"kv_cache_gib": 1}, root=tmp_path)
+    with pytest.raises(EngineError) as info:
+        engine.start()
+    msg = str(info.value)
+    assert msg.startswith("vllm failed to start: RuntimeError: Engine core initialization failed.")
+    assert "ValueError: max_model_len 4096 > the model's 2048" in msg and str(tmp_path / "data/logs/vllm.log") in msg
+    assert capfd.readouterr().err == ""  # the engine's own lines went to the log, not the terminal

@@ -67,8 +67,12 @@ class VLLMEngine(Engine):
         if _on_gpu():
             kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
         kwargs.update(opts.llm_kwargs)
-        with output_to(None if verbose() else self.log_path):
-            self.llm = LLM(**kwargs)
+        try:
+            with output_to(None if verbose() else self.log_path):
+                self.llm = LLM(**kwargs)
+        except Exception as exc:  # the cause on the terminal, with the log lines that explain it
+            tail = "".join(f"\n{note}" for note in getattr(exc, "__notes__", []))
+            raise EngineError(f"vllm failed to start: {type(exc).__name__}: {exc} (full log: {self.log_path}){tail}") from exc
         self.tokenizer = self.llm.get_tokenizer()
         self._ids = itertools.count()
 
