@@ -58,7 +58,7 @@ def test_annotate_stage(tmp_path):
     res = CliRunner().invoke(cli, ["annotate", "--params", str(tmp_path / "params.yaml"), "--no-progress"])
     assert res.exit_code == 0, res.output
     assert res.output.startswith("annotate[main]: 4 problem x policy groups from 32 rollouts")
-    assert "\n  too_easy          1\n  learnable         1\n  too_hard          1\n  unsolved          1\n" in res.output
+    assert "\n  bands: too_easy 1, learnable 1, too_hard 1, unsolved 1\n" in res.output
     d = {r["problem_id"]: r for r in read_table(tmp_path / "data/difficulty", name="difficulty").to_pylist()}
     assert [d[f"p{i}"]["band"] for i in range(4)] == ["too_hard", "too_easy", "learnable", "unsolved"]
     p0 = d["p0"]

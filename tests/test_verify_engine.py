@@ -58,9 +58,8 @@ def test_ingest_rollout_verify_annotate_on_the_real_engine(shared_engine_factory
     assert sum(diff.column("n_correct").to_pylist()) == statuses.count("correct")
     counts = Counter(diff.column("band").to_pylist())
     assert res.output.startswith("annotate[main]: 18 problem x policy groups from 72 rollouts")
-    width = max(map(len, BANDS))
-    for band in BANDS:  # the result line's table is the difficulty table's band counts
-        assert f"  {band:<{width}}  {counts[band]:>8}\n" in res.output, band
+    # the result's band counts are the difficulty table's
+    assert "\n  bands: " + ", ".join(f"{b} {counts[b]}" for b in BANDS) + "\n" in res.output
     m = json.loads((tmp_path / "data/metrics/annotate.json").read_text())
     assert m["bands"] == {b: counts[b] for b in BANDS}
     # the one-digit sums are easier for this model than the three-digit products
