@@ -55,8 +55,7 @@ def data_files(folder: Path) -> set[str]:
 
 def test_publish_prints_counts_and_how_to_load(built):
     _, out = built
-    assert "default: 11 rows (train 9, test 2)" in out
-    assert "reformulated: 2 rows (train 2)" in out
+    assert "\n  rows: default 11 (train 9, test 2); " in out and "; reformulated 2 (train 2)\n" in out
     assert "not published: 1 problems and 1 reformulations without a measurement" in out
     assert 'datasets.load_dataset("' in out and '"learnable")' in out
     assert "passband push --repo-id" in out
