@@ -51,7 +51,8 @@ class VLLMEngine(Engine):
         configure_cpu_env(threads=opts.threads, kv_cache_gib=opts.kv_cache_gib, cache_root=self.root / opts.cache_root)
         self.log_path = configure_logging(self.root / opts.log_file)
         try:
-            from vllm import LLM
+            with output_to(None if verbose() else self.log_path):  # vLLM prints platform notes at import
+                from vllm import LLM
         except ImportError as exc:
             raise EngineError(f"the vllm engine needs vLLM (pip install 'passband[cpu]' or '[gpu]'): {exc}") from exc
         kwargs: dict[str, Any] = {
