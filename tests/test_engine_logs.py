@@ -100,6 +100,7 @@ def test_a_quiet_rollout_on_the_real_engine(embedded_model_dir, tmp_path):
             and not part.startswith(("rollout[main]", "  smollm2: pol_"))] == []
     assert "engine log data/logs/vllm.log" in res.stdout
     log = (tmp_path / "data/logs/vllm.log").read_text()
+    print(f"data/logs/vllm.log: {len(log.splitlines())} lines, {log.count(' INFO ')} INFO, {log.count('WARNING')} WARNING")
     assert "INFO vllm" in log and len(log.splitlines()) > 20  # the lines the terminal was spared
 
 
