@@ -130,13 +130,15 @@ def configure_logging(log_file: Path, *, to_terminal: bool | None = None,
     import logging.config
     import sys
 
+    from pipeline.io import atomic_write_text
+
     env = os.environ if environ is None else environ
     to_terminal = verbose() if to_terminal is None else to_terminal
     log_file = Path(log_file).resolve()
     log_file.parent.mkdir(parents=True, exist_ok=True)
     cfg = logging_config(log_file, to_terminal=to_terminal)
     cfg_path = log_file.with_suffix(".logging.json")
-    cfg_path.write_text(json.dumps(cfg, indent=1))
+    atomic_write_text(cfg_path, json.dumps(cfg, indent=1))
     env["VLLM_CONFIGURE_LOGGING"] = "1"
     env["VLLM_LOGGING_CONFIG_PATH"] = str(cfg_path)
     if "vllm" in sys.modules and environ is None:
