@@ -117,7 +117,7 @@ def histogram_png(dataset: Dataset, *, spec: CardSpec) -> bytes:
         ax.axvline(edge, color="black", linestyle="--", linewidth=0.8)
     ax.set_xlabel(f"pass rate under {dataset.primary['name']}")
     ax.set_ylabel("problems")
-    ax.set_title(f"{len(rows)} problems; dashed: learnable band [{spec.learnable_min}, {spec.learnable_max}]")
+    ax.set_title(f"{len(rows)} problems; dashed: {LEARNABLE} band [{spec.learnable_min}, {spec.learnable_max}]")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
