@@ -141,7 +141,7 @@ RAW_HITS = f"""COPY (
        OR (v.status = 'correct' AND v.extracted IS NOT NULL
            AND contains(replace(p.question, ',', ''), {_ANS.replace('extracted', 'v.extracted')}))
        OR regexp_matches(r.completion, '(?is)(answer is|\\\\boxed|\\\\fbox|####).*(answer is|\\\\boxed|\\\\fbox|####)')
-       OR strpos(r.completion, chr(10)) > 0 OR length(r.completion) >= 144
+       OR strpos(r.completion, chr(10)) > 0 OR length(r.completion) >= 47
        OR (v.status = 'correct' AND NOT contains(r.completion, '=')))
   SELECT v.problem_id, v.policy_id, v.sample_idx, 'rare_success' AS flag, {_ADV} AS score,
          format('{{{{}}}} of {{{{}}}} correct (pass rate {{{{:.3f}}}}): GRPO advantage {{{{:.2f}}}} (TRL, sample std)',

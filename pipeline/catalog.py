@@ -5,7 +5,9 @@ when the repository is moved or cloned (open it from the root: ``duckdb data/pas
 ``passband sql`` builds the same views in memory, so it always sees the current shards.
 Extra views live as ``pipeline/views/<name>.sql`` files (one SELECT each) and are created
 after the tables, in name order. ``flag_kinds`` (flag, kind, description, measured precision, recall) comes from the flag
-detector registry, so views and queries select e.g. the shortcut flags without naming them.
+detector registry, so views and queries select e.g. the shortcut flags without naming them;
+``bands`` (band, band_order, colour, hard) comes from pipeline/bands.py, so views order and
+group bands without naming them.
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ def create_views(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path) 
                 check_shards(root / d, name=name)
             raise
     from pipeline.annotate.flags import flag_kinds_sql
+    from pipeline.bands import sql_values
 
     con.execute(f"CREATE OR REPLACE VIEW flag_kinds AS {flag_kinds_sql()}")
+    con.execute(f"CREATE OR REPLACE VIEW bands AS {sql_values()}")
     for name, sql in extra_views():
         try:
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")

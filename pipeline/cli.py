@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 
 import click
@@ -67,12 +68,16 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="passband")
-def cli() -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Engine logs on the terminal too (same as PASSBAND_LOG_LEVEL=DEBUG).")
+def cli(verbose: bool) -> None:
     """passband: model-relative difficulty annotation for RLVR datasets.
 
     Each subcommand is one DVC stage (see dvc.yaml) and reads params.yaml. Run the whole
     pipeline with `dvc repro`; query the tables with `passband sql "SELECT ..."`.
+    Engine logs go to a file under data/logs/ (each stage's result line names it).
     """
+    if verbose:
+        os.environ["PASSBAND_LOG_LEVEL"] = "DEBUG"  # read by the engines, inherited by their workers
 
 
 def main() -> None:

@@ -11,11 +11,12 @@ names it and says what is allowed::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipeline import bands as band_names
 from pipeline.errors import PassbandError
 
 
@@ -133,11 +134,12 @@ class VerifyConfig(Model):
 
 
 class BandsConfig(Model):
-    """Band edges on the pass rate: unsolved = 0 correct; too_hard < learnable_min <= learnable <= learnable_max < too_easy."""
+    """Band edges on the pass rate (the bands and their rule: pipeline/bands.py)."""
 
-    learnable_min: float = Field(0.2, gt=0, lt=1)
-    learnable_max: float = Field(0.8, gt=0, lt=1)
-    unsolved_max: float = Field(0.02, gt=0, lt=1, description="true pass rates below this count as unsolved")
+    learnable_min: float = Field(band_names.DEFAULT_EDGES["learnable_min"], gt=0, lt=1)
+    learnable_max: float = Field(band_names.DEFAULT_EDGES["learnable_max"], gt=0, lt=1)
+    unsolved_max: float = Field(band_names.DEFAULT_EDGES["unsolved_max"], gt=0, lt=1,
+                                description="true pass rates below this count as the lowest band")
 
     @model_validator(mode="after")
     def _ordered(self) -> BandsConfig:
@@ -158,7 +160,7 @@ class AnnotateConfig(Model):
 class ReformulateConfig(Model):
     """Which items to rewrite (band and pass rate, both must hold) and with which methods (pipeline/reformulate)."""
 
-    bands: list[str] = Field(default_factory=lambda: ["too_hard", "unsolved"])
+    bands: list[str] = Field(default_factory=lambda: list(band_names.HARD))
     max_pass_rate: float = Field(0.125, ge=0, le=1)
     methods: list[str] = Field(default_factory=lambda: ["fobar", "hint_prefix"])
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per method, that method's options")
@@ -169,14 +171,6 @@ class ReformulateConfig(Model):
         description="the ladder keeps a parent's smallest rung measured in these bands (else no child)",
     )
 
-    @field_validator("target_bands")
-    @classmethod
-    def _known_bands(cls, v: list[str]) -> list[str]:
-        known = get_args(Band)
-        if unknown := [b for b in v if b not in known]:
-            raise ValueError(f"unknown bands {unknown}; known: {list(known)}")
-        return v
-
 
 class PublishConfig(Model):
     """The Hub dataset folder (paths.published) and its push; see pipeline/publish."""
@@ -184,11 +178,11 @@ class PublishConfig(Model):
     repo_id: str | None = Field(None, description="ORG/NAME the card's load examples name (push still needs --repo-id)")
     private: bool = Field(True, description="create the Hub repo private (push --public overrides)")
     bands: list[str] = Field(
-        default_factory=lambda: ["too_easy", "learnable", "too_hard", "unsolved"],
+        default_factory=lambda: list(band_names.BANDS),
         description="bands kept (and one config each); items in other bands are left out",
     )
     reformulated_bands: list[str] = Field(
-        default_factory=lambda: ["learnable"],
+        default_factory=lambda: [band_names.LEARNABLE],
         description="bands a reformulation must land in, re-measured on the primary policy, to be published",
     )
     policy: str | None = Field(None, description="primary policy (name or policy_id); None: rollout.policies[0]")
@@ -198,7 +192,8 @@ class PublishConfig(Model):
     )
     pretty_name: str = "passband: model-relative difficulty"
     tags: list[str] = Field(default_factory=lambda: ["passband", "rlvr", "math", "difficulty", "grpo"])
-    exports: list[str] = Field(default_factory=lambda: ["default", "learnable"], description="configs exported per trainer")
+    exports: list[str] = Field(default_factory=lambda: ["default", band_names.LEARNABLE],
+                               description="configs exported per trainer")
     shard_rows: int = Field(100_000, gt=0, description="rows per Parquet shard")
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -213,13 +208,32 @@ class Params(Model):
     reformulate: ReformulateConfig = ReformulateConfig()
     publish: PublishConfig = PublishConfig()
 
-    @field_validator("rollout")
-    @classmethod
-    def _policies_known(cls, v: RolloutConfig, info) -> RolloutConfig:
-        known = info.data.get("policies", {})
-        if unknown := [p for p in v.policies if p not in known]:
-            raise ValueError(f"rollout.policies names unknown policies {unknown}; declared: {sorted(known)}")
-        return v
+    @model_validator(mode="after")
+    def _names_known(self) -> Params:
+        """Every value that names a band, source, policy, extractor or flag names one that exists."""
+        from pipeline.annotate.flags import DETECTORS
+        from pipeline.ingest.sources import SOURCES
+        from pipeline.verify.extract import EXTRACTORS
+
+        policies = sorted(self.policies)
+        sources = [s.name for s in self.ingest.sources]
+        checks = [
+            ("rollout.policies", self.rollout.policies, policies, "policy"),
+            ("reformulate.policies", self.reformulate.policies or [], policies, "policy"),
+            ("rollout.sources", self.rollout.sources or [], sources, "source"),
+            ("ingest.sources.kind", [s.kind for s in self.ingest.sources], SOURCES, "source kind"),
+            ("verify.extractors", self.verify.extractors, EXTRACTORS, "extractor"),
+            ("annotate.flags", self.annotate.flags or [], DETECTORS, "flag"),
+            ("reformulate.bands", self.reformulate.bands, band_names.BANDS, "band"),
+            ("reformulate.target_bands", self.reformulate.target_bands, band_names.BANDS, "band"),
+            ("publish.bands", self.publish.bands, band_names.BANDS, "band"),
+            ("publish.reformulated_bands", self.publish.reformulated_bands, band_names.BANDS, "band"),
+        ]
+        for key, values, known, what in checks:
+            for v in values:
+                if v not in known:
+                    raise ValueError(f"{key}: {unknown_name(what, v, known)}")
+        return self
 
 
 def _format_error(exc: ValidationError, origin: str) -> str:
@@ -229,6 +243,9 @@ def _format_error(exc: ValidationError, origin: str) -> str:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not allowed here)"
+        if err["type"] == "value_error" and not err["loc"]:  # a whole-file check: its message names the key
+            parts.append(str(err["ctx"]["error"]))
+            continue
         parts.append(f"{loc}: {msg}")
     return f"{origin}: " + "; ".join(parts)
 
@@ -260,5 +277,3 @@ def parse_options(model: type[BaseModel], options: dict[str, Any], *, where: str
     except ValidationError as exc:
         raise ConfigError(_format_error(exc, where)) from None
 
-
-Band = Literal["too_easy", "learnable", "too_hard", "unsolved"]

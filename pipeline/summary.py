@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 import polars as pl
 
+from pipeline.bands import LEARNABLE
 from pipeline.catalog import query
 from pipeline.options import with_params
 
@@ -17,9 +18,9 @@ BANDS = """
 SELECT pol.name AS policy, CASE WHEN p.parent_id IS NULL THEN 'main' ELSE 'reformulated' END AS "set",
        d.band, count(*) AS problems, round(avg(d.pass_rate), 3) AS mean_pass_rate,
        round(avg(d.band_confidence), 3) AS mean_band_confidence
-FROM difficulty d JOIN problems p USING (problem_id) JOIN policies pol USING (policy_id)
+FROM difficulty d JOIN problems p USING (problem_id) JOIN policies pol USING (policy_id) JOIN bands b USING (band)
 GROUP BY 1, 2, 3
-ORDER BY 1, 2, list_position(['too_easy', 'learnable', 'too_hard', 'unsolved'], d.band)
+ORDER BY 1, 2, any_value(b.band_order)
 """
 
 REPORT = """
@@ -63,7 +64,7 @@ def summary(*, params, root) -> None:
 
     rows = read_build_info(folder).get("rows", {})
     click.echo("  " + ", ".join(f"{c}: {n}" for c, n in rows.items()))
-    cfg = "learnable" if rows.get("learnable") else "default"
+    cfg = LEARNABLE if rows.get(LEARNABLE) else "default"
     click.echo(f'  load it:  datasets.load_dataset("{params.paths.published}", "{cfg}")')
     click.echo("  SQL:      passband sql \"SELECT band, count(*) FROM difficulty GROUP BY 1\"")
     click.echo("  push it:  passband push --repo-id ORG/NAME --dry-run")

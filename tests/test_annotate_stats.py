@@ -8,7 +8,6 @@ import math
 import mpmath
 import pytest
 
-from pipeline.annotate.bands import assign_band, band_confidence, band_ranges
 from pipeline.annotate.stats import (
     beta_cdf,
     beta_ppf,
@@ -20,6 +19,7 @@ from pipeline.annotate.stats import (
     posterior_mass,
     wilson,
 )
+from pipeline.bands import assign_band, band_confidence, band_ranges
 from pipeline.config import BandsConfig, ConfigError, parse_params
 
 

@@ -21,6 +21,7 @@ from pipeline.cli import cli
 from pipeline.config import ConfigError, load_params
 from pipeline.publish import dvc_lock_digest, run
 from pipeline.publish.core import COLUMNS, PublishError
+from pipeline.schema import schema
 
 CONFIGS = ["default", "too_easy", "learnable", "too_hard", "unsolved", "reformulated"]
 
@@ -54,8 +55,7 @@ def data_files(folder: Path) -> set[str]:
 
 def test_publish_prints_counts_and_how_to_load(built):
     _, out = built
-    assert "default: 11 rows (train 9, test 2)" in out
-    assert "reformulated: 2 rows (train 2)" in out
+    assert "\n  rows: default 11 (train 9, test 2); " in out and "; reformulated 2 (train 2)\n" in out
     assert "not published: 1 problems and 1 reformulations without a measurement" in out
     assert 'datasets.load_dataset("' in out and '"learnable")' in out
     assert "passband push --repo-id" in out
@@ -265,8 +265,8 @@ def test_unknown_primary_policy_and_band_are_errors(tmp_path):
     with pytest.raises(PublishError, match="primary policy 'nope' has no measurements"):
         run(load_params(root / "params.yaml"), root=root)
     root = make_repo(tmp_path / "b", bands=["learnable", "medium"])
-    with pytest.raises(PublishError, match="unknown bands \\['medium'\\]"):
-        run(load_params(root / "params.yaml"), root=root)
+    with pytest.raises(ConfigError, match=r"publish\.bands: unknown band 'medium'; known: learnable, too_easy"):
+        load_params(root / "params.yaml")
 
 
 def test_only_reformulations_re_measured_in_the_kept_bands_are_published(tmp_path):
@@ -327,3 +327,15 @@ def test_reformulated_rows_name_rung_and_writer_and_the_card_counts_parents_per_
         assert f"| `{m}` | {len(tried[m])} | {len(kept[m])} | {share} |" in body, m
     everyone = set().union(*tried.values())
     assert f"| `(any)` | {len(everyone)} | {len(set().union(*kept.values()))} |" in body
+
+
+def test_published_columns_follow_the_declared_schemas():
+    from pipeline.publish.core import SCHEMA
+
+    declared = {**{c.name: c for c in schema("problems").columns}, **{c.name: c for c in schema("difficulty").columns}}
+    declared["reference_solution"] = next(c for c in schema("problems").columns if c.name == "solution")
+    shared = [f for f in SCHEMA if f.name in declared and f.name != "flag_rates"]
+    assert len(shared) >= 18
+    for f in shared:
+        c = declared[f.name]
+        assert (f.type, f.nullable) == (c.arrow_type, c.nullable), f.name

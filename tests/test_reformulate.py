@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from shared_data import shared_path
 
 from pipeline.cli import cli
 from pipeline.config import ConfigError, parse_params
@@ -24,16 +25,13 @@ from pipeline.reformulate.registry import METHODS, Child, Parent, Skip, build, g
 from pipeline.schema import schema
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "data"
 HALF = {"fractions": [0.5], "expand_arithmetic": False}  # one rung: the golden hints are half the solution
 GOLDEN = yaml.safe_load((REPO / "tests" / "data" / "reformulate_golden.yaml").read_text())
 
 
 def real_item(file: str, line: int) -> Parent:
     """Line ``line`` of a shared GSM8K / MATH file as a parent problem (gold extracted as ingest does)."""
-    path = SHARED / file
-    if not path.is_file():
-        pytest.skip(f"{path} not present")
+    path = shared_path(file)
     obj = json.loads(path.read_text(encoding="utf-8").splitlines()[line - 1])
     if file.startswith("gsm8k"):
         return Parent(f"{file}:{line}", "gsm8k", obj["question"], gsm8k_gold(obj["answer"]), obj["answer"])
@@ -116,9 +114,7 @@ def test_hint_prefix_golden(case):
 def test_hint_never_holds_the_final_answer_on_real_math_items():
     """Over the first 300 MATH items: the conservative reading never keeps a hint holding the answer's text; the
     exact one keeps those plus hints that only restate a number the question gives (and nothing else)."""
-    path = SHARED / "math" / "train.jsonl"
-    if not path.is_file():
-        pytest.skip("MATH not present")
+    path = shared_path("math/train.jsonl")
     conservative = build("hint_prefix", {**HALF, "exact_leak_check": False})
     exact = build("hint_prefix", HALF)
     kept = skipped = 0

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from pipeline.annotate.bands import BANDS
 from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_batches, flag_batches, prepare
 from pipeline.annotate.plots import write_plots
+from pipeline.bands import BANDS
 from pipeline.config import Params
 from pipeline.io import SHARD_GLOB, atomic_path, check_shards, shard_paths, write_json
 from pipeline.schema import SchemaError, schema
@@ -115,7 +115,8 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
             result.paths = [flags_out, diff_out]
             if plots:
                 suffix = "" if set_name == "main" else f"-{set_name}"
-                result.paths += write_plots(con, f"read_parquet('{diff_out}')", root / params.paths.plots, suffix=suffix)
+                result.paths += write_plots(con, f"read_parquet('{diff_out}')", root / params.paths.plots, suffix=suffix,
+                                            names=_policy_names(ts.dir("policies", root)))
         finally:
             con.close()
     result.seconds = time.perf_counter() - t0
@@ -131,6 +132,16 @@ def _write_hits(ann: Annotation, path: Path, *, progress: bool, set_name: str) -
             writer.write_batch(batch)
             n += batch.num_rows
     return n
+
+
+def _policy_names(policies_dir: Path) -> dict[str, str]:
+    """policy_id -> the policy's name in params.yaml, from the policies table (empty when it is not there)."""
+    if not shard_paths(policies_dir):
+        return {}
+    from pipeline.io import read_table
+
+    t = read_table(policies_dir, name="policies")
+    return dict(zip(t.column("policy_id").to_pylist(), t.column("name").to_pylist(), strict=True))
 
 
 def _summary(con: duckdb.DuckDBPyConnection, ann: Annotation, diff_path: Path, n_hits: int) -> AnnotateResult:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from pipeline.annotate.bands import assign_band, band_confidence
 from pipeline.annotate.flags import (
     HITS_SCHEMA,
     REF_STEPS_SQL,
@@ -41,6 +40,7 @@ from pipeline.annotate.flags import (
     sql_literal,
 )
 from pipeline.annotate.stats import group_stats
+from pipeline.bands import assign_band, band_confidence
 from pipeline.config import AnnotateConfig, parse_options
 from pipeline.schema import schema
 

@@ -201,6 +201,8 @@ def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
 
     Score: 1 / (distinct numbers in the question), the chance of guessing it by copying one.
     """
+    if row["status"] != "correct" or row["extracted"] is None:
+        return None
     ans = _number(normalize_answer(row["extracted"]))
     if ans is None:
         return None
@@ -271,7 +273,8 @@ def answer_repetition(row: dict, opts: FlagOptions) -> Hit | None:
     return None
 
 
-@register("repetition_loop", kind="degeneracy", where="length(completion) >= 6 * {opts.loop_min_words}")
+# prefilter: loop_min_words words need at least that many characters and a space between each two
+@register("repetition_loop", kind="degeneracy", where="length(completion) >= 2 * {opts.loop_min_words} - 1")
 def repetition_loop(row: dict, opts: FlagOptions) -> Hit | None:
     """The text loops: few distinct word 4-grams, or text that compresses to almost nothing.
 

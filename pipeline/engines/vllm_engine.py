@@ -25,7 +25,7 @@ from pydantic import Field
 from pipeline.config import Model
 from pipeline.engines import watchdog
 from pipeline.engines.registry import Engine, EngineError, Request, Sample
-from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env
+from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env, configure_logging, output_to, verbose
 
 
 class VLLMOptions(Model):
@@ -37,6 +37,7 @@ class VLLMOptions(Model):
     enforce_eager: bool = True
     max_queued: int = Field(256, gt=0, description="requests handed to the engine at once (>= max_num_seqs)")
     cache_root: str = Field("data/cache/vllm", description="VLLM_CACHE_ROOT, relative to the repository root")
+    log_file: str = Field("data/logs/vllm.log", description="vLLM's own log lines (on the terminal too with --verbose)")
     llm_kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to vllm.LLM as they are")
 
 
@@ -50,8 +51,10 @@ class VLLMEngine(Engine):
     def _start(self) -> None:
         opts: VLLMOptions = self.options
         configure_cpu_env(threads=opts.threads, kv_cache_gib=opts.kv_cache_gib, cache_root=self.root / opts.cache_root)
+        self.log_path = configure_logging(self.root / opts.log_file)
         try:
-            from vllm import LLM
+            with output_to(None if verbose() else self.log_path):  # vLLM prints platform notes at import
+                from vllm import LLM
         except ImportError as exc:
             raise EngineError(f"the vllm engine needs vLLM (pip install 'passband[cpu]' or '[gpu]'): {exc}") from exc
         kwargs: dict[str, Any] = {
@@ -68,7 +71,12 @@ class VLLMEngine(Engine):
             kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
         kwargs.update(opts.llm_kwargs)
         before = watchdog.children()
-        self.llm = LLM(**kwargs)
+        try:
+            with output_to(None if verbose() else self.log_path):
+                self.llm = LLM(**kwargs)
+        except Exception as exc:  # the cause on the terminal, with the log lines that explain it
+            tail = "".join(f"\n{note}" for note in getattr(exc, "__notes__", []))
+            raise EngineError(f"vllm failed to start: {type(exc).__name__}: {exc} (full log: {self.log_path}){tail}") from exc
         self._workers = watchdog.children() - before  # a killed worker fails the stream, not hangs it
         self.tokenizer = self.llm.get_tokenizer()
         self._ids = itertools.count()

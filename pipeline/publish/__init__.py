@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from pipeline import __version__
+from pipeline.bands import LEARNABLE
 from pipeline.config import ConfigError, Params
 from pipeline.io import follow_umask, read_table, swap_dirs
 from pipeline.keys import canonical_json
@@ -68,7 +69,7 @@ class PublishResult:
     build: card_mod.BuildInfo
 
     def load_hint(self) -> str:
-        cfg = "learnable" if "learnable" in self.dataset.configs else DEFAULT_CONFIG
+        cfg = LEARNABLE if LEARNABLE in self.dataset.configs else DEFAULT_CONFIG
         return f'datasets.load_dataset("{self.folder}", "{cfg}")'
 
 

@@ -14,13 +14,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
-import yaml
 
-from pipeline.publish.core import BANDS, COLUMNS, DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
+from pipeline.bands import BANDS, COLOURS, LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED, describe_ranges
+from pipeline.publish.core import COLUMNS, DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
 
 HISTOGRAM = "pass_rate_histogram.png"
 PLACEHOLDER_REPO = "ORG/NAME"
-_COLORS = {"too_easy": "#4c72b0", "learnable": "#55a868", "too_hard": "#dd8452", "unsolved": "#c44e52"}
 
 
 @dataclass(frozen=True)
@@ -113,12 +112,12 @@ def histogram_png(dataset: Dataset, *, spec: CardSpec) -> bytes:
         bins = [i / 20 for i in range(21)]
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
     data = [[r["pass_rate"] for r in rows if r["band"] == b] for b in BANDS]
-    ax.hist(data, bins=bins, stacked=True, label=list(BANDS), color=[_COLORS[b] for b in BANDS], edgecolor="white")
+    ax.hist(data, bins=bins, stacked=True, label=list(BANDS), color=[COLOURS[b] for b in BANDS], edgecolor="white")
     for edge in (spec.learnable_min, spec.learnable_max):
         ax.axvline(edge, color="black", linestyle="--", linewidth=0.8)
     ax.set_xlabel(f"pass rate under {dataset.primary['name']}")
     ax.set_ylabel("problems")
-    ax.set_title(f"{len(rows)} problems; dashed: learnable band [{spec.learnable_min}, {spec.learnable_max}]")
+    ax.set_title(f"{len(rows)} problems; dashed: {LEARNABLE} band [{spec.learnable_min}, {spec.learnable_max}]")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
@@ -198,7 +197,7 @@ def _reformulation_section(dataset: Dataset) -> str:
 
 def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, str]], exports: list[str],
                      private: bool) -> str:
-    cfg = "learnable" if "learnable" in files else DEFAULT_CONFIG
+    cfg = LEARNABLE if LEARNABLE in files else DEFAULT_CONFIG
     exports = [c for c in exports if c in files]
     ex = cfg if cfg in exports else (exports[0] if exports else None)
     out = [
@@ -277,9 +276,11 @@ def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, 
 
 def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[str, list[str]], spec: CardSpec,
            build: BuildInfo, private: bool) -> str:
-    """The whole README.md: YAML header, then the body."""
+    """The whole README.md: YAML header (huggingface_hub's DatasetCardData), then the body."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
     repo = spec.repo_id or PLACEHOLDER_REPO
-    header = yaml.safe_dump(metadata(dataset, files=files, spec=spec), sort_keys=False, allow_unicode=True)
+    header = DatasetCardData(**metadata(dataset, files=files, spec=spec)).to_yaml()
     p = dataset.primary
     others = [q for q in dataset.policies if q["policy_id"] != p["policy_id"]]
     licenses = [[f"`{s}`", k, f"`{lic}`", n, f"[{f}]({f})" if f else "—"] for s, k, lic, n, f in spec.source_licenses]
@@ -322,11 +323,11 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
                     f"{q['prompt_template']} v{q['prompt_version']}"] for q in others]), ""] if others else []),
         "## Bands",
         "",
-        f"An item's band is that of its observed pass rate: `unsolved` no correct rollout; `too_hard` below "
-        f"{spec.learnable_min}; `learnable` {spec.learnable_min} to {spec.learnable_max}; `too_easy` above {spec.learnable_max}.",
+        f"An item's band is that of its observed pass rate: `{UNSOLVED}` no correct rollout; `{TOO_HARD}` below "
+        f"{spec.learnable_min}; `{LEARNABLE}` {spec.learnable_min} to {spec.learnable_max}; `{TOO_EASY}` above "
+        f"{spec.learnable_max}.",
         "`band_confidence` is the posterior probability (Jeffreys prior) that the *true* pass rate lies in the band's range:",
-        f"unsolved [0, {spec.unsolved_max}), too_hard [{spec.unsolved_max}, {spec.learnable_min}), learnable "
-        f"[{spec.learnable_min}, {spec.learnable_max}], too_easy ({spec.learnable_max}, 1].",
+        f"{describe_ranges(spec)}.",
         "Items per band under the primary policy:",
         "",
         _counts_section(dataset),
@@ -376,7 +377,7 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         "the exact inputs, parameters and outputs of the tables this folder was built from.",
         "",
     ]
-    return f"---\n{header}---\n\n" + "\n".join(body)
+    return str(DatasetCard(f"---\n{header}\n---\n\n" + "\n".join(body)))
 
 
 _EMPTY = " (empty, so not declared: 🤗 datasets cannot load a config without rows)"

@@ -22,6 +22,7 @@ from typing import Any
 from pipeline.config import ConfigError, Params, SamplingConfig
 from pipeline.io import atomic_write_text, read_table, replace_dir, write_json
 from pipeline.keys import digest, sample_seed
+from pipeline.reformulate import fobar, hint_prefix, llm_backward  # noqa: F401  (each registers its method)
 from pipeline.reformulate.core import STAGE_REASONS, ReformulateResult, reformulate, select_parents
 from pipeline.reformulate.measure import EngineMeasure
 from pipeline.reformulate.registry import METHODS, Reformulator, build

@@ -131,7 +131,6 @@ def register(cls: type[Reformulator]) -> type[Reformulator]:
 
 
 def get_method(name: str) -> type[Reformulator]:
-    _load_builtins()
     try:
         return METHODS[name]
     except KeyError:
@@ -150,6 +149,3 @@ def build(
     opts = parse_options(cls.Options, options, where=f"reformulate.options.{name}")
     return cls(opts, generate=generate, generator=generator)
 
-
-def _load_builtins() -> None:
-    from pipeline.reformulate import fobar, hint_prefix, llm_backward  # noqa: F401  (they register)

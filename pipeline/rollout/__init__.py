@@ -56,6 +56,7 @@ class RolloutResult:
     startup_s: float = 0.0
     wall_s: float = 0.0
     per_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
+    engine_logs: list[Path] = field(default_factory=list)  # files the engines wrote their own log lines to
 
     @property
     def tokens_per_s(self) -> float:
@@ -180,6 +181,8 @@ def run(
             try:
                 bar.set_postfix_str(f"starting {key[0]} engine")
                 result.startup_s += engine.start()
+                if (log := getattr(engine, "log_path", None)) is not None and log not in result.engine_logs:
+                    result.engine_logs.append(log)
                 t0 = time.perf_counter()
                 for p in group:
                     stats = result.per_policy[p.name]

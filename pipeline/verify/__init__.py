@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.config import Params
