@@ -106,4 +106,6 @@ def unsupported_answer(row: dict, opts: FlagOptions) -> Hit | None:
     or when no true computation gives the answer although it is not a number of the question.
     Score: the number of false statements (0 when the working is missing or not arithmetic).
     """
+    if row.get("status") != "correct" or row.get("extracted") is None:  # the rule is whole without its SQL prefilter
+        return None
     return check_working(row["completion"], row["extracted"], row["question"], setup=opts.unsupported_setup)
