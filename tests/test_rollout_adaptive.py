@@ -243,3 +243,45 @@ def test_sigkill_mid_adaptive_run_then_resume_equals_an_uninterrupted_run(tmp_pa
     assert res.returncode == 0, res.stdout + res.stderr
     assert len(_log_lines(log)) == reference.num_rows - on_disk  # only the missing keys
     assert _rollouts(crash_root).equals(reference)
+
+
+# --- annotate counts exactly the samples the budget selects ------------------------------------------
+
+def _difficulty(root: Path, params) -> dict[str, dict]:
+    from pipeline.annotate import run as annotate
+    from pipeline.verify import run as verify_stage
+
+    verify_stage(params, root=root, progress=False)
+    annotate(params, root=root, progress=False, plots=False)
+    return {r["problem_id"]: r for r in read_table(root / "data/difficulty", name="difficulty").to_pylist()}
+
+
+def test_annotate_counts_the_adaptive_selection_and_replays_it_over_a_fixed_run(tmp_path):
+    fixed_root, ad_root = tmp_path / "fixed", tmp_path / "adaptive"
+    fixed_root.mkdir(), ad_root.mkdir()
+    ad_params = load_params(_repo(ad_root, budget=ADAPTIVE))
+    run(ad_params, root=ad_root, progress=False)
+    n_of = _n_per_problem(_rollouts(ad_root))
+    ad = _difficulty(ad_root, ad_params)
+    assert {pid: r["n"] for pid, r in ad.items()} == n_of
+    assert {r["budget"] for r in ad.values()} == {"adaptive(min_k=4,max_k=16,step=4,confidence=0.9)"}
+    assert {r["stop_reason"] for r in ad.values()} <= {"curtailed", "confident", "max_k"}
+    assert all(r["prior_policy_id"] is None for r in ad.values())
+    # a fixed k=16 run annotated under the adaptive budget: the same n, counts and bands as the adaptive run
+    fixed_params = load_params(_repo(fixed_root))
+    run(fixed_params, root=fixed_root, progress=False)
+    assert {r["n"] for r in _difficulty(fixed_root, fixed_params).values()} == {16}
+    replayed = _difficulty(fixed_root, load_params(_repo(fixed_root, budget=ADAPTIVE)))
+    cols = ("n", "n_correct", "band", "stop_reason", "pass_rate", "ci_low", "ci_high")
+    assert {p: tuple(r[c] for c in cols) for p, r in replayed.items()} == {p: tuple(r[c] for c in cols) for p, r in ad.items()}
+
+
+def test_annotate_after_lowering_k_and_narrowing_sources(tmp_path):
+    params = load_params(_repo(tmp_path, k=8))
+    run(params, root=tmp_path, progress=False)
+    assert {r["n"] for r in _difficulty(tmp_path, params).values()} == {8}
+    raw = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    raw["rollout"].update(k=5, limit=4)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    rows = _difficulty(tmp_path, load_params(tmp_path / "params.yaml"))
+    assert len(rows) == 4 and {(r["n"], r["stop_reason"], r["budget"]) for r in rows.values()} == {(5, "fixed", "fixed(k=5)")}
