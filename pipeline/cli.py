@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "catalog": "pipeline.catalog_command:catalog",
     "sql": "pipeline.catalog_command:sql",
     "summary": "pipeline.summary:summary",
+    "drift": "pipeline.annotate.drift_command:command",
 }
 
 

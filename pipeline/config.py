@@ -226,6 +226,12 @@ class PublishConfig(Model):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class DriftConfig(Model):
+    """Policy pairs (from, to), by name or policy_id, that ``passband drift`` (the drift stage) compares."""
+
+    pairs: list[tuple[str, str]] = Field(default_factory=list)
+
+
 class Params(Model):
     paths: Paths = Paths()
     ingest: IngestConfig
@@ -235,6 +241,7 @@ class Params(Model):
     annotate: AnnotateConfig = AnnotateConfig()
     reformulate: ReformulateConfig = ReformulateConfig()
     publish: PublishConfig = PublishConfig()
+    drift: DriftConfig = DriftConfig()
 
     @field_validator("rollout")
     @classmethod

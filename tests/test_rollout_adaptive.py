@@ -285,3 +285,47 @@ def test_annotate_after_lowering_k_and_narrowing_sources(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     rows = _difficulty(tmp_path, load_params(tmp_path / "params.yaml"))
     assert len(rows) == 4 and {(r["n"], r["stop_reason"], r["budget"]) for r in rows.values()} == {(5, "fixed", "fixed(k=5)")}
+
+
+# --- drift --------------------------------------------------------------------------------------------
+
+def test_p_rose_and_transitions():
+    from pipeline.annotate.drift import change, p_rose
+
+    assert abs(p_rose(4, 8, 4, 8) - 0.5) < 0.01                  # same counts: no direction
+    assert p_rose(1, 32, 20, 32) > 0.999 and change(p_rose(1, 32, 20, 32)) == "rose"
+    assert p_rose(20, 32, 1, 32) < 0.001 and change(p_rose(20, 32, 1, 32)) == "fell"
+    assert change(p_rose(2, 8, 4, 8)) == "none"                  # eight samples each: not credible
+    assert abs(p_rose(1, 8, 3, 8) + p_rose(3, 8, 1, 8) - 1) < 0.01
+
+
+def test_drift_command_view_png_and_metrics(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from pipeline.catalog import connect
+    from pipeline.cli import cli
+
+    hot = {**POLICY, "sampling": {"temperature": 0.9, "max_tokens": 16}}
+    p = _repo(tmp_path, policies={"old": POLICY, "new": hot}, k=8)
+    params = load_params(p)
+    run(params, root=tmp_path, progress=False)
+    diff = _difficulty(tmp_path, params)
+    assert diff
+    res = CliRunner().invoke(cli, ["drift", "--params", str(p), "--from", "old", "--to", "new"])
+    assert res.exit_code == 0, res.output
+    assert "drift old->new: 10 problems" in res.output and "unsolved" in res.output
+    assert (tmp_path / "data/plots/drift-old-new.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    m = json.loads((tmp_path / "data/metrics/drift.json").read_text())["pairs"]["old->new"]
+    assert m["problems"] == 10 and sum(sum(r.values()) for r in m["transitions"].values()) == 10
+    # the odd items are never right under either policy: unsolved -> unsolved
+    assert m["transitions"]["unsolved"]["unsolved"] >= 5
+    con = connect(params, root=tmp_path)
+    try:
+        n, changed = con.execute("SELECT count(*), count(*) FILTER (WHERE band_changed) FROM drift").fetchone()
+    finally:
+        con.close()
+    assert n == 20 and changed == 2 * m["band_changed"]  # both orders
+    bad = CliRunner().invoke(cli, ["drift", "--params", str(p), "--from", "old", "--to", "nwe"])
+    assert bad.exit_code == 1 and "unknown policy 'nwe'" in bad.output
