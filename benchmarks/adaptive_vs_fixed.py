@@ -168,7 +168,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", type=int, default=20_000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rules", default="4/4/0.95,4/2/0.95,4/4/0.9,8/4/0.95",
+    ap.add_argument("--rules", default="4/4/0.95,4/2/0.95,4/4/0.9",
                     help="adaptive settings min_k/step/confidence, comma-separated; the first is used for (b)")
     ap.add_argument("--real", type=Path, help="params file of a fixed k=32 run (parts b and prior)")
     ap.add_argument("--policy", help="(prior) the policy measured with and without the prior")

@@ -329,3 +329,49 @@ def test_drift_command_view_png_and_metrics(tmp_path):
     assert n == 20 and changed == 2 * m["band_changed"]  # both orders
     bad = CliRunner().invoke(cli, ["drift", "--params", str(p), "--from", "old", "--to", "nwe"])
     assert bad.exit_code == 1 and "unknown policy 'nwe'" in bad.output
+
+
+# --- the real engine ----------------------------------------------------------------------------------
+
+@pytest.mark.engine
+def test_adaptive_stage_on_the_real_engine_is_a_prefix_of_fixed(shared_engine_factory, embedded_model_dir, tmp_path):
+    """SmolLM2-135M on graded arithmetic: adaptive rounds, then fixed k generates only the rest; replay agrees."""
+    from pipeline.annotate import run as annotate
+    from pipeline.verify import run as verify_stage
+
+    qs = [("What is 3 + 5?", "8"), ("What is 6 * 7?", "42"), ("What is 52 - 27?", "25"),
+          ("What is 417 * 38?", "15846"), ("Mia has 14 pens. She buys 9 more. How many pens does Mia have now?", "23")]
+    write_table(schema("problems").from_rows([
+        {"problem_id": problem_id(q), "source": "t", "source_id": str(i), "question": q, "answer": a, "n_duplicates": 0}
+        for i, (q, a) in enumerate(qs)]), tmp_path / "data/problems/p.parquet", name="problems")
+    sampling = {"temperature": 0.8, "top_p": 1.0, "top_k": -1, "max_tokens": 24, "stop": ["\nQ:", "\n\n"]}
+    raw = {"paths": {"models": str(embedded_model_dir.parent)},
+           "ingest": {"sources": [{"name": "t", "kind": "synthetic"}]},
+           "policies": {"smollm2": {"model": "embedded", "sampling": sampling}},
+           "rollout": {"policies": ["smollm2"], "k": 16, "shard_size": 2, "budget": ADAPTIVE},
+           "verify": {"workers": 1}}
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    params = load_params(p)
+    res = run(params, root=tmp_path, progress=False, engine_factory=shared_engine_factory)
+    ad = _rollouts(tmp_path)
+    n_of = _n_per_problem(ad)
+    assert res.samples == ad.num_rows < 5 * 16 and res.per_policy["smollm2"]["rounds"] >= 1
+    assert all(sorted(r["sample_idx"] for r in ad.to_pylist() if r["problem_id"] == pid) == list(range(n))
+               for pid, n in n_of.items())
+    verify_stage(params, root=tmp_path, progress=False)
+    annotate(params, root=tmp_path, progress=False, plots=False)
+    diff = {r["problem_id"]: r for r in read_table(tmp_path / "data/difficulty", name="difficulty").to_pylist()}
+    assert {pid: r["n"] for pid, r in diff.items()} == n_of
+    # switch to fixed k=16: only the missing keys, and the earlier rows unchanged
+    del raw["rollout"]["budget"]
+    p.write_text(yaml.safe_dump(raw))
+    fixed = run(load_params(p), root=tmp_path, progress=False, engine_factory=shared_engine_factory)
+    assert fixed.samples == 5 * 16 - ad.num_rows
+    full = _rollouts(tmp_path)
+    old = {(r["problem_id"], r["sample_idx"]): r for r in ad.to_pylist()}
+    assert all(old[k] == r for r in full.to_pylist() if (k := (r["problem_id"], r["sample_idx"])) in old)
+    verdicts = verify(full, read_table(tmp_path / "data/problems", name="problems"), config=params.verify).verdicts
+    outcomes: dict = {}
+    add_outcomes(outcomes, verdicts)
+    assert {pid: select(params.rollout, params.annotate.bands, prefix(o))[0] for pid, o in outcomes.items()} == n_of
