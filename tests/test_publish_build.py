@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from click.testing import CliRunner
-from publish_tables import EXPECTED, OTHER, OTHER_ID, OTHER_MEASURED, PRIMARY_ID, VERIFIER, make_repo
+from publish_tables import EXPECTED, OTHER, OTHER_ID, OTHER_MEASURED, PRIMARY, PRIMARY_ID, VERIFIER, make_repo
 
 from pipeline.cli import cli
 from pipeline.config import ConfigError, load_params
@@ -282,3 +282,20 @@ def test_only_reformulations_re_measured_in_the_kept_bands_are_published(tmp_pat
     publish(root)
     meta, _ = card(folder)
     assert "reformulated" not in [c["config_name"] for c in meta["configs"]] and reform_rows() == 0
+
+
+def test_card_shows_the_band_transitions_to_other_policies(built):
+    root, _ = built
+    table = pq.read_table(root / "data/published/data/default/train-00000-of-00001.parquet").to_pylist()
+    pairs = []
+    for r in table:
+        bands = {d["policy_id"]: d["band"] for d in r["difficulty"]}
+        if PRIMARY_ID in bands and OTHER_ID in bands:
+            pairs.append((bands[PRIMARY_ID], bands[OTHER_ID]))
+    assert pairs
+    _, body = card(root / "data/published")
+    assert f"Band transitions `{PRIMARY}` (rows) -> `{OTHER}` (columns):" in body
+    bands = ("too_easy", "learnable", "too_hard", "unsolved")
+    for f in bands:
+        row = f"| `{f}` | " + " | ".join(str(pairs.count((f, t))) for t in bands) + " |"
+        assert row in body, (row, body)
