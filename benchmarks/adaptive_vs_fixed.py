@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 from pathlib import Path
@@ -164,6 +165,39 @@ def real_parts(args: argparse.Namespace, rule: StoppingRule) -> dict:
     return results
 
 
+def _runs(folder: Path, label: str) -> dict:
+    """Sum of a stage's rollout metrics over its resumed runs (metrics-<label>-<try>.json, written by the driver)."""
+    tot = {"runs": 0, "samples": 0, "tokens": 0, "seconds": 0.0, "wall_s": 0.0, "engine_startup_s": 0.0}
+    for f in sorted(folder.glob(f"metrics-{label}-*.json")):
+        m = json.loads(f.read_text())
+        tot["runs"] += 1
+        for k in ("samples", "tokens", "seconds", "wall_s", "engine_startup_s"):
+            tot[k] += m[k]
+    return tot
+
+
+def end_to_end(args: argparse.Namespace, replay: dict) -> None:
+    """(c): the adaptive run through the stages vs the fixed k=32 run, and its difficulty rows vs the replay (b)."""
+    fixed, adaptive = _runs(args.real.resolve().parent, "fixedA"), _runs(args.e2e.resolve().parent, "adaptiveA")
+    print(f"\n(c) end to end on the engine, {args.e2e_policy} (rollout stage runs, summed over resumed runs):")
+    for label, m in (("fixed k=32", fixed), ("adaptive", adaptive)):
+        print(f"  {label:11} runs {m['runs']}, samples {m['samples']}, tokens {m['tokens']}, generation "
+              f"{m['seconds']:.0f} s, stage wall {m['wall_s']:.0f} s (engine start-up {m['engine_startup_s']:.0f} s)")
+    if fixed["tokens"] and adaptive["tokens"]:
+        print(f"  adaptive / fixed: samples {adaptive['samples'] / fixed['samples']:.3f}, tokens "
+              f"{adaptive['tokens'] / fixed['tokens']:.3f}, generation time {adaptive['seconds'] / fixed['seconds']:.3f}, "
+              f"wall {adaptive['wall_s'] / fixed['wall_s']:.3f}")
+    params = load_params(args.e2e)
+    root = args.e2e.resolve().parent
+    names = {r["name"]: r["policy_id"] for r in read_table(root / params.paths.policies, name="policies").to_pylist()}
+    diff = [r for r in read_table(root / params.paths.difficulty, name="difficulty").to_pylist()
+            if r["policy_id"] == names[args.e2e_policy]]
+    same_n = sum((r["n_correct"], r["n"]) == replay["counts"].get(r["problem_id"]) for r in diff)
+    same_band = sum(r["band"] == replay["bands"].get(r["problem_id"]) for r in diff)
+    print(f"  difficulty rows of the adaptive run: {len(diff)}; (n_correct, n) equal to the replay (b): {same_n}; "
+          f"band equal: {same_band}; problems in (b): {replay['problems']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", type=int, default=20_000)
@@ -174,7 +208,9 @@ def main() -> None:
     ap.add_argument("--policy", help="(prior) the policy measured with and without the prior")
     ap.add_argument("--prior-policy", help="(prior) the policy whose counts are the prior")
     ap.add_argument("--weight", type=float, default=0.5)
-    ap.add_argument("--e2e", nargs=2, type=Path, metavar=("FIXED_PARAMS", "ADAPTIVE_PARAMS"))
+    ap.add_argument("--e2e", type=Path, metavar="ADAPTIVE_PARAMS",
+                    help="(c) params of the adaptive run through the stages (rollout metrics-*.json beside each params)")
+    ap.add_argument("--e2e-policy", default="smollm2-135m-3shot")
     args = ap.parse_args()
     rules = {}
     for spec in args.rules.split(","):
@@ -183,7 +219,9 @@ def main() -> None:
     simulate(problems=args.problems, seed=args.seed, rules=rules)
     rule = next(iter(rules.values()))
     if args.real:
-        real_parts(args, rule)
+        results = real_parts(args, rule)
+        if args.e2e:
+            end_to_end(args, results[args.e2e_policy])
 
 
 if __name__ == "__main__":
