@@ -191,7 +191,8 @@ def run(
         todo = {p.policy_id: plan(problems, k=cfg.k, existing=existing[p.policy_id]) for p in policies}
         decided: dict[str, dict[str, tuple[int, int]]] = {}
         total = sum(len(w.sample_idxs) for work in todo.values() for w in work)
-        result.samples_existing = problems.num_rows * cfg.k * len(policies) - total
+        selected = set(problems.column("problem_id").to_pylist())
+        result.samples_existing = sum(pid in selected and i < cfg.k for keys_ in existing.values() for pid, i in keys_)
         for p in policies:
             n = sum(len(w.sample_idxs) for w in todo[p.policy_id])
             result.per_policy[p.name] = {"policy_id": p.policy_id, "prompts": len(todo[p.policy_id]), "samples": n,
