@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -34,10 +35,8 @@ class Server:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (server stopping)
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a test stopping the server)
-                    pass
 
             def do_GET(self):
                 self._send(200, {"data": [{"id": outer.model}]})
