@@ -1,0 +1,117 @@
+"""A real Ray cluster on 127.0.0.1 for tests: a head and worker nodes, each a separate `ray start --block` process.
+
+Each node runs in its own process group (session), so :meth:`LocalCluster.kill_worker` can
+SIGKILL a node with everything it started (raylet, actors, their engine subprocesses), as
+when a machine is lost. :meth:`LocalCluster.stop` kills the groups it started and nothing
+else (never ``ray stop``, which would stop every Ray on the machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RAY = str(Path(sys.executable).with_name("ray"))
+# node loss noticed in about 3 s instead of the default 30 s
+SYSTEM_CONFIG = {"health_check_period_ms": 1000, "health_check_timeout_ms": 1000, "health_check_failure_threshold": 3}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalCluster:
+    def __init__(self, *, head_cpus: int = 1, worker_cpus: int = 1, start_timeout_s: float = 90.0) -> None:
+        self.head_cpus, self.worker_cpus, self.start_timeout_s = head_cpus, worker_cpus, start_timeout_s
+        self.temp = tempfile.mkdtemp(prefix="pbray")  # short: Ray's socket paths must fit in 107 bytes
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
+                                                                os.environ.get("PYTHONPATH")]))}
+
+    def _node(self, name: str, args: list[str]) -> None:
+        log = open(Path(self.temp) / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+        self.procs[name] = subprocess.Popen([RAY, "start", "--block", "--disable-usage-stats", *args], env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start(self) -> LocalCluster:
+        self._node("head", ["--head", f"--port={self.port}", "--node-ip-address=127.0.0.1", f"--num-cpus={self.head_cpus}",
+                            "--num-gpus=0", "--include-dashboard=false", f"--temp-dir={self.temp}",
+                            '--resources={"head": 1}', f"--system-config={json.dumps(SYSTEM_CONFIG)}"])
+        self._wait_nodes(1)
+        self._node("worker", [f"--address={self.address}", "--node-ip-address=127.0.0.1", f"--num-cpus={self.worker_cpus}",
+                              "--num-gpus=0", '--resources={"worker": 1}'])
+        self._wait_nodes(2)
+        return self
+
+    def _wait_nodes(self, n: int) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            dead = [k for k, p in self.procs.items() if p.poll() is not None]
+            if dead:
+                raise RuntimeError(f"ray node {dead} exited: {self.log(dead[0])[-2000:]}")
+            if self._gcs_nodes() >= n:
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"{n} ray nodes not up after {self.start_timeout_s}s: {self.log('head')[-2000:]}")
+
+    def _gcs_nodes(self) -> int:
+        code = (f"import ray; ray.init(address='{self.address}', logging_level='ERROR'); "
+                "print(sum(n['Alive'] for n in ray.nodes()))")
+        out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True, timeout=60)
+        try:
+            return int(out.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return 0
+
+    def log(self, name: str) -> str:
+        path = Path(self.temp) / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def kill_worker(self) -> None:
+        """SIGKILL the worker node's whole process group: its raylet, actors and their engine processes."""
+        p = self.procs["worker"]
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+
+    def stop(self) -> None:
+        for name in ("worker", "head"):
+            p = self.procs.get(name)
+            if p is None:
+                continue
+            for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 15)):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    p.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            with contextlib.suppress(ProcessLookupError):  # anything of the group still around
+                os.killpg(p.pid, signal.SIGKILL)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
