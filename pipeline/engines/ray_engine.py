@@ -176,6 +176,7 @@ class RayEngine(Engine):
         ray = self._ray
         opts: RayOptions = self.options
         items = [(req, i) for req in requests for i in range(req.n)]
+        item_of = {f"{req.id}#{i}": (req, i) for req, i in items}  # a sample's own request: "<request id>#<index>"
         pending = deque(list(range(a, min(a + opts.batch_size, len(items))))
                         for a in range(0, len(items), opts.batch_size))
         inflight: dict[Any, tuple[Any, list[int]]] = {}
@@ -188,8 +189,8 @@ class RayEngine(Engine):
                     return
                 if r in load and load[r] < _QUEUED_PER_REPLICA:
                     batch = pending.popleft()
-                    subs = [Request(str(j), items[j][0].prompt, (items[j][0].seeds[items[j][1]],), items[j][0].sampling)
-                            for j in batch]
+                    subs = [Request(f"{req.id}#{i}", req.prompt, (req.seeds[i],), req.sampling)
+                            for req, i in (items[j] for j in batch)]
                     inflight[r.generate.remote(subs)] = (r, batch)
                     load[r] += 1
 
@@ -211,13 +212,12 @@ class RayEngine(Engine):
                     pending.appendleft(batch)
                     continue
                 except ray.exceptions.RayTaskError as exc:
-                    req, i = items[batch[0]]
-                    raise EngineError(f"ray: a replica's {opts.replica_engine} engine failed on a batch from request "
-                                      f"{req.id} sample {i}: {exc.cause if exc.cause else exc}") from exc
+                    raise EngineError(f"ray: a replica's {opts.replica_engine} engine failed (request ids there are "
+                                      f"<request>#<sample>): {exc.cause if exc.cause else exc}") from exc
                 if r in load:
                     load[r] -= 1
                 for sub_id, _, seed, text, n_tokens, finish in out:
-                    req, i = items[int(sub_id)]
+                    req, i = item_of[sub_id]
                     yield Sample(req.id, i, seed, text, n_tokens, finish)
         finally:
             for ref in inflight:  # the consumer stopped early or something failed: drop queued work
