@@ -120,27 +120,36 @@ class RayEngine(Engine):
             except Exception as exc:  # connection refused, version mismatch, ...
                 raise EngineError(f"ray: cannot {'join ' + address if address else 'start a local Ray'}: {exc}") from exc
             self._own_ray = True
+        try:
+            self._launch()
+        except BaseException:
+            self._close()  # the replicas placed so far, and a local Ray started here
+            raise
+
+    def _launch(self) -> None:
+        ray, opts = self._ray, self.options
+        have = ray.cluster_resources()
         gpus = opts.num_gpus if opts.num_gpus is not None else (
-            float(opts.tensor_parallel_size) if ray.cluster_resources().get("GPU", 0) > 0 else 0.0)
+            float(opts.tensor_parallel_size) if have.get("GPU", 0) > 0 else 0.0)
         options = dict(opts.replica_options)
         if opts.tensor_parallel_size > 1:
             options["llm_kwargs"] = {"tensor_parallel_size": opts.tensor_parallel_size,
                                      "distributed_executor_backend": "mp", **options.get("llm_kwargs", {})}
-        actor = ray.remote(_Replica).options(
-            num_cpus=opts.num_cpus, num_gpus=gpus, resources=opts.resources or None, max_restarts=0,
-            scheduling_strategy="SPREAD" if opts.spread else "DEFAULT")
+        placement: dict[str, Any] = {"num_cpus": opts.num_cpus, "num_gpus": gpus, "max_restarts": 0,
+                                     "scheduling_strategy": "SPREAD" if opts.spread else "DEFAULT"}
+        if opts.resources:
+            placement["resources"] = dict(opts.resources)
+        actor = ray.remote(_Replica).options(**placement)
         self._replicas = [actor.remote(opts.replica_engine, self.model, options, str(Path(self.root).resolve()),
                                        self._replica_env(rank, gpus))
                           for rank in range(opts.replicas)]
         try:
             ready = ray.get([r.ready.remote() for r in self._replicas], timeout=opts.start_timeout_s)
         except ray.exceptions.GetTimeoutError:
-            self._close()
             raise EngineError(f"ray: {opts.replicas} replicas not ready after {opts.start_timeout_s:.0f}s; each needs "
                               f"{opts.num_cpus} CPU, {gpus} GPU, {opts.resources or 'no custom resources'} "
-                              f"(the cluster has {ray.cluster_resources()}; see `ray status`)") from None
+                              f"(the cluster has {have}; see `ray status`)") from None
         except ray.exceptions.RayError as exc:
-            self._close()
             raise EngineError(f"ray: a replica failed to start its {opts.replica_engine} engine: {exc}") from exc
         self.replica_startup_s = [s for s, _ in ready]
         self.replica_nodes = [n for _, n in ready]
