@@ -35,7 +35,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--params", type=Path, default=REPO / "params.yaml")
     p.add_argument("--problems", type=int, default=32)
     p.add_argument("--k", type=int, default=8)
-    p.add_argument("--batch-size", type=int, default=64, help="ray engine: samples per call to a replica")
+    p.add_argument("--batch-size", type=int, default=128, help="ray engine: samples per call to a replica")
     p.add_argument("--json-out", type=Path, default=None)
     return p.parse_args()
 

@@ -49,7 +49,7 @@ class RayOptions(Model):
                                                   "RAY_ADDRESS, else a local Ray started by the engine")
     replicas: int = Field(1, gt=0, description="engine replicas (actors), each owning one engine")
     tensor_parallel_size: int = Field(1, gt=0, description="vLLM tensor parallelism inside each replica")
-    batch_size: int = Field(64, gt=0, description="samples per call to a replica")
+    batch_size: int = Field(256, gt=0, description="samples per call to a replica")
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per replica (on CPU: the cores its engine uses)")
     num_gpus: float | None = Field(None, ge=0, description="GPUs reserved per replica (None: tensor_parallel_size "
                                                            "when the cluster has GPUs, else 0)")
