@@ -118,10 +118,10 @@ def test_worker_killed_fails_cleanly_and_a_rerun_generates_only_the_missing_keys
     fake = {"model": "test/m", "revision": "r1", "sampling": {"temperature": 0.8, "max_tokens": 16}}
     with LocalCluster() as cluster:
         opts = {"address": cluster.address, "replicas": 1, "batch_size": 2, "resources": {"worker": 1},
-                "replica_engine": "fake", "replica_options": {"delay_s": 0.05, "log_path": "gen1.log"}}
+                "replica_engine": "fake", "replica_options": {"delay_s": 0.3, "log_path": "gen1.log"}}
         params = _params(tmp_path, opts, n=10, k=3, policy=fake)
         log1 = tmp_path / "gen1.log"
-        killer = _kill_when(cluster, lambda: log1.exists() and len(log1.read_text().splitlines()) >= 12)
+        killer = _kill_when(cluster, lambda: log1.exists() and len(log1.read_text().splitlines()) >= 10)
         with pytest.raises(EngineError, match=r"every replica was lost.*re-run"):
             run(load_params(params), root=tmp_path, progress=False)
         killer.join()
