@@ -67,8 +67,9 @@ class _Replica:
     """One Ray actor: an engine of its own, started in ``__init__``."""
 
     def __init__(self, engine: str, model: ModelSpec, options: dict[str, Any], root: str, env: dict[str, str]) -> None:
-        for key, value in env.items():
-            os.environ.setdefault(key, value)  # before vLLM is imported; a variable the user set wins
+        # before vLLM is imported; this replica's own value even where the worker inherited the
+        # driver's (an in-process vllm engine in the driver sets VLLM_CPU_OMP_THREADS_BIND to every core)
+        os.environ.update(env)
         from pipeline.engines.registry import create_engine
 
         self.engine = create_engine(engine, model, options, root=Path(root))
