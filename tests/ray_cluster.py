@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 RAY = str(Path(sys.executable).with_name("ray"))
 # node loss noticed in about 3 s instead of the default 30 s (Ray reads RAY_<system config name>)
 SYSTEM_CONFIG = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
@@ -81,11 +83,30 @@ class LocalCluster:
         path = Path(self.temp) / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def _tree(self, name: str) -> list[psutil.Process]:
+        """Node ``name``'s processes: the `ray start` process, its process group and every descendant (Ray
+        workers may leave the group)."""
+        p = self.procs[name]
+        found: dict[int, psutil.Process] = {}
+        with contextlib.suppress(psutil.NoSuchProcess):
+            root = psutil.Process(p.pid)
+            found.update({q.pid: q for q in [root, *root.children(recursive=True)]})
+        for q in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, ProcessLookupError):
+                if os.getpgid(q.pid) == p.pid:
+                    found[q.pid] = q
+                    found.update({c.pid: c for c in q.children(recursive=True)})
+        return list(found.values())
+
+    def _kill(self, name: str) -> None:
+        for q in self._tree(name):
+            with contextlib.suppress(psutil.Error):
+                q.kill()
+        self.procs[name].wait(timeout=30)
+
     def kill_worker(self) -> None:
-        """SIGKILL the worker node's whole process group: its raylet, actors and their engine processes."""
-        p = self.procs["worker"]
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(timeout=30)
+        """SIGKILL every process of the worker node at once: `ray start`, its raylet, actors, their engine processes."""
+        self._kill("worker")
 
     def stop(self) -> None:
         for name in ("worker", "head"):
@@ -102,8 +123,7 @@ class LocalCluster:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-            with contextlib.suppress(ProcessLookupError):  # anything of the group still around
-                os.killpg(p.pid, signal.SIGKILL)
+            self._kill(name)  # anything of the node still around
         shutil.rmtree(self.temp, ignore_errors=True)
 
     def __enter__(self) -> LocalCluster:
