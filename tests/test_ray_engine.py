@@ -150,8 +150,10 @@ def test_vllm_replicas_on_two_nodes_survive_a_worker_kill_with_identical_complet
                                                                                        tmp_path):
     sampling = {"temperature": 0.8, "top_p": 1.0, "top_k": -1, "max_tokens": 24, "stop": ["\nQ:", "\n\n"]}
     vllm_opts = {"max_num_seqs": 8, "max_model_len": 512, "kv_cache_gib": 1}
-    with LocalCluster() as cluster:
-        opts = {"address": cluster.address, "replicas": 2, "batch_size": 4, "replica_options": vllm_opts}
+    # each replica binds both cores, as the in-process engine does: the same OpenMP thread count, so the
+    # same floating-point reductions (a different thread count may change a sampled token)
+    with LocalCluster(head_cpus=2, worker_cpus=2) as cluster:
+        opts = {"address": cluster.address, "replicas": 2, "num_cpus": 2, "batch_size": 4, "replica_options": vllm_opts}
         params = _params(tmp_path, opts, n=8, k=4, policy={"model": "embedded", "sampling": sampling},
                          paths={"models": str(embedded_model_dir.parent)})
         out = tmp_path / "data/rollouts"
