@@ -40,6 +40,9 @@ class LocalCluster:
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen] = {}
+        # a loopback test cluster without Ray's token authentication (on by default since Ray 2.5x; its token
+        # file is machine-wide state): the nodes, the readiness probe and this process's driver all agree
+        os.environ["RAY_AUTH_MODE"] = "disabled"
         self.env = {**os.environ, **SYSTEM_CONFIG, "RAY_USAGE_STATS_ENABLED": "0",
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                                 os.environ.get("PYTHONPATH")]))}
