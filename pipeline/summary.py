@@ -1,6 +1,7 @@
 """``passband summary``: what the last `dvc repro` produced, in a few short tables.
 
-Band counts per policy (main problems and reformulations apart), the reformulation report,
+Band counts per policy (main problems and reformulations apart), each flag's rate next to its measured
+precision and recall, the reformulation report,
 and how to load the published folder. Read-only: it queries the catalog's views.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import click
 import polars as pl
 
+from pipeline.bands import LEARNABLE
 from pipeline.catalog import query
 from pipeline.options import with_params
 
@@ -16,16 +18,21 @@ BANDS = """
 SELECT pol.name AS policy, CASE WHEN p.parent_id IS NULL THEN 'main' ELSE 'reformulated' END AS "set",
        d.band, count(*) AS problems, round(avg(d.pass_rate), 3) AS mean_pass_rate,
        round(avg(d.band_confidence), 3) AS mean_band_confidence
-FROM difficulty d JOIN problems p USING (problem_id) JOIN policies pol USING (policy_id)
+FROM difficulty d JOIN problems p USING (problem_id) JOIN policies pol USING (policy_id) JOIN bands b USING (band)
 GROUP BY 1, 2, 3
-ORDER BY 1, 2, list_position(['too_easy', 'learnable', 'too_hard', 'unsolved'], d.band)
+ORDER BY 1, 2, any_value(b.band_order)
 """
 
 REPORT = """
-SELECT method, parents_tried, reformulations, rejected, children_measured,
-       parents_with_learnable_child, round(mean_pass_rate_shift, 3) AS mean_shift
-FROM reformulation_report ORDER BY method
+SELECT method, parents_tried, children_kept AS kept, parents_with_learnable_child AS learnable_parents,
+       round(share_parents_with_learnable_child, 3) AS share, round(mean_pass_rate_shift, 3) AS mean_shift,
+       '[' || round(shift_ci_low, 3) || ', ' || round(shift_ci_high, 3) || ']' AS shift_95ci,
+       round(reward_density_before, 3) AS density_before, round(reward_density_after, 3) AS density_after
+FROM reformulation_report ORDER BY method = '(any)', method
 """
+
+# each flag's rate next to the precision and recall measured on the labelled set (the flag_quality view)
+FLAGS = "SELECT * FROM flag_quality"
 
 
 def _show(title: str, df: pl.DataFrame | None) -> None:
@@ -41,8 +48,11 @@ def _show(title: str, df: pl.DataFrame | None) -> None:
 @click.command()
 @with_params
 def summary(*, params, root) -> None:
-    """Print band counts per policy, the reformulation report and how to load the published dataset."""
+    """Print band counts per policy, flag rates with their measured precision, the reformulation report and how to
+    load the published dataset."""
     _show("Difficulty bands (difficulty view)", query(params, BANDS, root=root))
+    _show("Flags (flag_quality view; precision/recall measured on labelled completions, docs/flags.md)",
+          query(params, FLAGS, root=root))
     _show("Reformulation (reformulation_report view)", query(params, REPORT, root=root))
     folder = root / params.paths.published
     build = folder / "build.json"
@@ -54,7 +64,7 @@ def summary(*, params, root) -> None:
 
     rows = read_build_info(folder).get("rows", {})
     click.echo("  " + ", ".join(f"{c}: {n}" for c, n in rows.items()))
-    cfg = "learnable" if rows.get("learnable") else "default"
+    cfg = LEARNABLE if rows.get(LEARNABLE) else "default"
     click.echo(f'  load it:  datasets.load_dataset("{params.paths.published}", "{cfg}")')
     click.echo("  SQL:      passband sql \"SELECT band, count(*) FROM difficulty GROUP BY 1\"")
     click.echo("  push it:  passband push --repo-id ORG/NAME --dry-run")

@@ -14,11 +14,11 @@ import shutil
 from pathlib import Path
 
 import yaml
+from shared_data import shared_path
 
 from pipeline.io import write_table
 from pipeline.schema import schema
 
-SHARED = Path("/work/shared/data")
 PRIMARY = "smollm2-135m-3shot"
 PRIMARY_ID = "pol_aaaaaaaaaaaaaaaa"
 OTHER = "qwen-0.5b-zeroshot"
@@ -78,6 +78,7 @@ def difficulty_row(pid: str, pol: str, c: int, *, flags: dict[str, float] | None
         "mean_tokens_incorrect": 20.0 if c < K else None, "std_tokens_incorrect": None,
         "flag_rates": list((flags or {"rare_success": 0.125 if c == 1 else 0.0}).items()),
         "flagged_correct_rate": (1.0 if c == 1 else 0.0) if c else None,
+        "budget": f"fixed(k={K})", "stop_reason": "fixed", "prior_policy_id": None,
     }
 
 
@@ -121,7 +122,7 @@ def make_repo(root: Path, **publish) -> Path:
     (root / "params.yaml").write_text(yaml.safe_dump(params_dict(**publish), sort_keys=False))
     for kind in ("gsm8k", "math"):
         (root / "src" / kind).mkdir(parents=True, exist_ok=True)
-        shutil.copy(SHARED / kind / "LICENSE", root / "src" / kind / "LICENSE")
+        shutil.copy(shared_path(f"{kind}/LICENSE"), root / "src" / kind / "LICENSE")
     problems = [problem_row(pid, src, split, q, a) for pid, src, split, q, a, _ in MAIN]
     diff = [difficulty_row(pid, PRIMARY_ID, c) for pid, *_, c in MAIN if c is not None]
     diff += [difficulty_row(pid, OTHER_ID, c) for pid, c in OTHER_MEASURED.items()]

@@ -147,3 +147,68 @@ def test_sql_only_detectors_agree_with_their_python_reference(name):
     assert len(got) == len(want)
     for g, hit in zip(got, want, strict=True):
         assert g[3] == name and g[4] == pytest.approx(hit.score) and g[5] == hit.evidence
+
+
+def _generated_rows(count: int, seed: int = 0) -> list[dict]:
+    """Rows built to sit near every detector's edges: repeated answers and lines, word loops, hedges,
+    few and many '=' steps, answers taken from the question, truncation, every group count of 8 and 16."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    real = [json.loads(line)["completion"]
+            for line in (Path(__file__).parent / "data/embedded_completions.jsonl").read_text().splitlines()]
+    rows = []
+    for i in range(count):
+        a, b = rng.randint(1, 99), rng.randint(1, 99)
+        question = rng.choice([f"What is {a} + {b}?", f"Tom has {a} apples and buys {b} more. How many now?",
+                               f"What is {a} * {b}?"])
+        answer = rng.choice([a + b, a * b, a, b, rng.randint(0, 200)])
+        parts = [rng.choice(real)] if rng.random() < 0.4 else []
+        for _ in range(rng.randint(0, 4)):
+            parts.append(rng.choice([
+                f" {a} + {b} = {a + b}.", f" {a} = {a}.", f"The answer is {answer}.", f"The answer is {answer + 1}.",
+                "\\boxed{" + str(answer) + "}", f"#### {answer}", "So the answer is", " the cat sat on the mat" * 3,
+                "\nQ: what?\n", f"{answer} is the answer.", " = " * rng.randint(1, 3),
+            ]))
+        completion = "".join(parts) or rng.choice(real)
+        if rng.random() < 0.15:
+            completion = " ".join([completion] * rng.randint(2, 6))
+        n = rng.choice([8, 8, 16])
+        n_correct = rng.randint(0, n)
+        status = rng.choice(["correct", "incorrect", "no_answer"]) if n_correct else rng.choice(["incorrect", "no_answer"])
+        rows.append({
+            "problem_id": f"g{i}", "policy_id": "pol", "sample_idx": 0, "status": status,
+            "extracted": None if status == "no_answer" else str(rng.choice([answer, a, b])),
+            "completion": completion, "n_tokens": rng.randint(1, 64),
+            "finish_reason": rng.choice(["stop", "stop", "length"]), "question": question, "n": n,
+            "n_correct": n_correct, "pass_rate": n_correct / n, "steps": steps(completion),
+            "ref_steps": rng.choice([None, 0, 1, 2, 4, 8]),
+            "median_correct_steps": rng.choice([None, 1.0, 2.5, 6.0]),
+        })
+    return rows
+
+
+def test_every_detector_has_one_definition_or_a_prefilter_test():
+    # SQL-only detectors are defined once, in SQL (their Python function is the reference that
+    # test_sql_only_detectors_agree_with_their_python_reference compares with); the others decide in
+    # Python, and their SQL `where` is only a prefilter, checked by the test below
+    assert {n for n, d in DETECTORS.items() if d.sql_only} | set(PYTHON_RULES) == set(DETECTORS)
+
+
+PYTHON_RULES = [n for n, d in DETECTORS.items() if not d.sql_only]
+
+
+@pytest.mark.parametrize("name", PYTHON_RULES)
+def test_sql_prefilter_never_drops_a_row_the_python_rule_flags(name):
+    """Run the Python rule on *every* row (no prefilter): each row it flags must be a SQL candidate, on the
+    golden rows and on 3,000 generated ones; the generated set must make the rule fire, or it proves nothing."""
+    det, opts = DETECTORS[name], FlagOptions()
+    rows = [{**_row(c), "problem_id": f"c{i}"} for i, c in enumerate(CASES)] + _generated_rows(3000)
+    con = duckdb.connect()
+    con.register("samples", pa.table({c: pa.array([r[c] for r in rows], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}))
+    candidates = {r[0] for r in con.execute(f"SELECT problem_id FROM samples WHERE {det.where_sql(opts)}").fetchall()}
+    flagged = {r["problem_id"] for r in rows if det.detect(r, opts) is not None}
+    assert len({p for p in flagged if p.startswith("g")}) >= 5, f"the generated rows never fire {name}"
+    missed = flagged - candidates
+    assert not missed, [next(r["completion"] for r in rows if r["problem_id"] == p)[:120] for p in sorted(missed)[:5]]

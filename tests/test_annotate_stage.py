@@ -57,7 +57,8 @@ def test_annotate_stage(tmp_path):
     vid = build(tmp_path)
     res = CliRunner().invoke(cli, ["annotate", "--params", str(tmp_path / "params.yaml"), "--no-progress"])
     assert res.exit_code == 0, res.output
-    assert "4 problem x policy groups from 32 rollouts" in res.output and "learnable" in res.output
+    assert res.output.startswith("annotate[main]: 4 problem x policy groups from 32 rollouts")
+    assert "\n  bands: too_easy 1, learnable 1, too_hard 1, unsolved 1\n" in res.output
     d = {r["problem_id"]: r for r in read_table(tmp_path / "data/difficulty", name="difficulty").to_pylist()}
     assert [d[f"p{i}"]["band"] for i in range(4)] == ["too_hard", "too_easy", "learnable", "unsolved"]
     p0 = d["p0"]
@@ -69,18 +70,20 @@ def test_annotate_stage(tmp_path):
     assert p0["mean_tokens_correct"] == 10.0 and p0["std_tokens_correct"] is None
     assert p0["mean_tokens_incorrect"] == pytest.approx(sum(range(11, 18)) / 7)
     rates = dict(p0["flag_rates"])
-    assert rates["rare_success"] == 0.125 and rates["truncated"] == 0.125 and rates["repetition_loop"] == 0.0
+    # the truncated sample repeats "52 - 27 =" eight times: a loop (an old prefilter of 144 characters missed it)
+    assert rates["rare_success"] == 0.125 and rates["truncated"] == 0.125 and rates["repetition_loop"] == 0.125
     assert set(rates) == {"rare_success", "truncated", "answer_in_question", "computation_skip", "answer_repetition",
-                          "repetition_loop", "multiple_answers"}
+                          "repetition_loop", "multiple_answers", "unsupported_answer"}
     assert p0["flagged_correct_rate"] == 0.0  # rare_success is a risk flag, not a shortcut
-    p1 = d["p1"]  # "What is 5 * 1?": every correct answer is a number from the question
-    assert dict(p1["flag_rates"])["answer_in_question"] == 1.0 and p1["flagged_correct_rate"] == 1.0
+    p1 = d["p1"]  # "What is 5 * 1?": every correct answer is a number from the question, computed by half of them
+    assert dict(p1["flag_rates"])["answer_in_question"] == 0.5 and p1["flagged_correct_rate"] == 0.5
+    assert dict(p1["flag_rates"])["unsupported_answer"] == 0.5  # no working: never computes with 1 and 5
     assert dict(p1["flag_rates"])["multiple_answers"] == 0.125
     assert d["p3"]["flagged_correct_rate"] is None and d["p3"]["band_confidence"] == pytest.approx(0.4364, abs=1e-4)
 
     flags = read_table(tmp_path / "data/flags", name="flags").to_pylist()
     rare = [f for f in flags if f["flag"] == "rare_success"]
-    assert len(rare) == 1 and rare[0]["score"] == pytest.approx(7 ** 0.5)
+    assert len(rare) == 1 and rare[0]["score"] == pytest.approx(0.875 / ((8 / 7 * 0.125 * 0.875) ** 0.5 + 1e-4))  # TRL
     m = json.loads((tmp_path / "data/metrics/annotate.json").read_text())
     assert m["bands"] == {"too_easy": 1, "learnable": 1, "too_hard": 1, "unsolved": 1}
     assert m["mean_pass_rate"] == pytest.approx((0.125 + 1 + 0.5 + 0) / 4)
@@ -103,13 +106,44 @@ def test_reformulated_set_and_flag_selection(tmp_path):
     assert not (tmp_path / "data/plots").exists()
 
 
-def test_core_in_memory_matches_and_empty_inputs():
+def test_core_in_memory_matches_the_stage_and_empty_inputs(tmp_path):
+    vid = build(tmp_path)
+    res = CliRunner().invoke(cli, ["annotate", "--params", str(tmp_path / "params.yaml"), "--no-progress", "--no-plots"])
+    assert res.exit_code == 0, res.output
+    tables = {t: read_table(tmp_path / f"data/{t}", name=t) for t in ("verdicts", "rollouts", "problems")}
+    diff, flags = annotate_tables(tables["verdicts"], tables["rollouts"], tables["problems"], config=AnnotateConfig(),
+                                  verifier_id=vid)
+
+    def rows(table, key):
+        return sorted((tuple(sorted((k, str(v)) for k, v in r.items())) for r in table.to_pylist()), key=key)
+
+    stage_diff = read_table(tmp_path / "data/difficulty", name="difficulty")
+    stage_flags = read_table(tmp_path / "data/flags", name="flags")
+    assert diff.num_rows == stage_diff.num_rows == 4 and flags.num_rows == stage_flags.num_rows > 0
+    assert rows(diff, str) == rows(stage_diff, str) and rows(flags, str) == rows(stage_flags, str)
     empty = annotate_tables(schema("verdicts").empty(), schema("rollouts").empty(), schema("problems").empty(),
                             config=AnnotateConfig(), verifier_id="v")
     assert empty[0].num_rows == 0 and empty[1].num_rows == 0
 
 
 def test_unknown_flag_is_a_clean_error(tmp_path):
-    build(tmp_path, params={**PARAMS, "annotate": {"flags": ["truncatd"]}})
+    build(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "annotate": {"flags": ["truncatd"]}}))
     res = CliRunner().invoke(cli, ["annotate", "--params", str(tmp_path / "params.yaml"), "--no-progress"])
-    assert res.exit_code == 1 and "did you mean truncated" in res.output
+    assert res.exit_code == 1 and "annotate.flags: unknown flag 'truncatd' (did you mean truncated?)" in res.output
+    assert not (tmp_path / "data/difficulty").exists()  # caught when params.yaml is read, before any work
+
+
+def test_plots_name_the_policies_next_to_their_ids(tmp_path):
+    import duckdb
+
+    from pipeline.annotate.plots import write_plots
+
+    con = duckdb.connect()
+    con.execute("""CREATE VIEW d AS SELECT * FROM (VALUES ('p1', 'pol_a', 0.5, 8, 4, 10.0, 12.0, 'learnable'),
+                   ('p2', 'pol_b', 0.0, 8, 0, NULL, 9.0, 'unsolved')) AS t(problem_id, policy_id, pass_rate, n,
+                   n_correct, mean_tokens_correct, mean_tokens_incorrect, band)""")
+    write_plots(con, "d", tmp_path, names={"pol_a": "smollm2-135m-3shot"})
+    hist = (tmp_path / "pass_rate_hist.csv").read_text().splitlines()
+    assert hist[0] == "policy,policy_id,pass_rate_bin,problems"
+    assert hist[1:] == ["smollm2-135m-3shot (pol_a),pol_a,0.5,1", "pol_b,pol_b,0.0,1"]

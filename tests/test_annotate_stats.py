@@ -8,7 +8,6 @@ import math
 import mpmath
 import pytest
 
-from pipeline.annotate.bands import assign_band, band_confidence, band_ranges
 from pipeline.annotate.stats import (
     beta_cdf,
     beta_ppf,
@@ -20,6 +19,7 @@ from pipeline.annotate.stats import (
     posterior_mass,
     wilson,
 )
+from pipeline.bands import assign_band, band_confidence, band_ranges
 from pipeline.config import BandsConfig, ConfigError, parse_params
 
 
@@ -67,12 +67,13 @@ def test_pass_ks_and_learnability_and_advantage():
     assert pass_ks(8) == [1, 2, 4, 8] and pass_ks(6) == [1, 2, 4, 6] and pass_ks(1) == [1]
     assert learnability(4, 8) == 0.25 and learnability(0, 8) == 0.0
     for k in (2, 4, 8, 16, 64):
-        assert grpo_advantage(1, k) == pytest.approx(math.sqrt(k - 1))
-        # the same as normalising the group's rewards with its (population) std
+        # TRL's GRPOTrainer: the group's rewards over their sample std (Bessel) + 1e-4
         r = [1.0] + [0.0] * (k - 1)
         mean = sum(r) / k
-        std = math.sqrt(sum((x - mean) ** 2 for x in r) / k)
-        assert grpo_advantage(1, k) == pytest.approx((1 - mean) / std)
+        std = math.sqrt(sum((x - mean) ** 2 for x in r) / (k - 1))
+        assert grpo_advantage(1, k) == pytest.approx((1 - mean) / (std + 1e-4), rel=1e-12)
+        assert grpo_advantage(1, k) == pytest.approx((k - 1) / math.sqrt(k), rel=1e-3)
+    assert round(grpo_advantage(1, 8), 2) == 2.47  # not sqrt(7) = 2.65: that is the population std
     assert grpo_advantage(8, 8) == 0.0 and math.isnan(grpo_advantage(0, 8))
     with pytest.raises(ValueError, match="c=9, n=8"):
         pass_at_k(8, 9, 1)

@@ -53,8 +53,8 @@ def test_parse_type_grammar():
         parse_type("decimal")
 
 
-def test_readme_tables_agree_with_schemas():
-    readme = (REPO / "README.md").read_text()
+def test_docs_tables_agree_with_schemas():
+    readme = (REPO / "docs/tables.md").read_text()
     assert docs.render(readme) == readme, "run: python -m pipeline.docs"
     for name in TABLES:
         for col in schema(name).names:
@@ -74,6 +74,32 @@ def test_unknown_key_is_named():
     raw["ingest"]["max_question_charz"] = 3
     with pytest.raises(ConfigError, match=r"ingest\.max_question_charz: unknown key"):
         parse_params(raw)
+
+
+@pytest.mark.parametrize(("section", "key", "value", "message"), [
+    ("reformulate", "bands", ["learnabel"], "reformulate.bands: unknown band 'learnabel' (did you mean learnable?); "
+                                            "known: learnable, too_easy, too_hard, unsolved"),
+    ("publish", "reformulated_bands", ["easy"], "publish.reformulated_bands: unknown band 'easy'"),
+    ("rollout", "sources", ["synthetc"], "rollout.sources: unknown source 'synthetc' (did you mean synthetic?); "
+                                         "known: gsm8k_test, gsm8k_train, math_train, synthetic"),
+    ("rollout", "policies", ["smollm2"], "rollout.policies: unknown policy 'smollm2'"),
+    ("reformulate", "policies", ["nope"], "reformulate.policies: unknown policy 'nope'"),
+    ("verify", "extractors", ["boxd"], "verify.extractors: unknown extractor 'boxd' (did you mean boxed?)"),
+    ("annotate", "flags", ["truncatd"], "annotate.flags: unknown flag 'truncatd' (did you mean truncated?)"),
+])
+def test_values_that_name_things_are_checked_at_load(section, key, value, message):
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw[section][key] = value
+    with pytest.raises(ConfigError) as info:
+        parse_params(raw, origin="params.yaml")
+    assert str(info.value).startswith(f"params.yaml: {message}") and "\n" not in str(info.value)
+
+
+def test_an_unknown_source_kind_is_named():
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["ingest"]["sources"][0]["kind"] = "gsm8"
+    with pytest.raises(ConfigError, match=r"^params\.yaml: ingest\.sources\.kind: unknown source kind 'gsm8' \(did you mean"):
+        parse_params(raw, origin="params.yaml")
 
 
 def test_bad_value_says_what_is_allowed():
@@ -251,3 +277,6 @@ def test_summary_on_an_ingest_only_repo_says_what_is_missing(tmp_path):
     assert res.exit_code == 0, res.output
     assert res.output.count("(nothing yet)") == 2
     assert "not built yet: passband publish" in res.output
+    # every flag, with the precision measured on the labelled set beside its (here empty) rate
+    flags = res.output.split("Flags (", 1)[1].split("Reformulation", 1)[0]
+    assert "precision (labelled)" in flags and "unsupported_answer" in flags and "rare_success" in flags

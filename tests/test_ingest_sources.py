@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from shared_data import shared_path
 
 from pipeline.config import ConfigError, SourceConfig
 from pipeline.ingest import ingest
@@ -20,8 +21,6 @@ from pipeline.ingest.sources import SOURCES, read_source
 from pipeline.ingest.synthetic import LEVELS, SyntheticOptions, generate
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "data"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data not beside the repository")
 
 
 def test_registry_has_every_documented_source():
@@ -83,9 +82,9 @@ def test_missing_file_is_a_clear_error(tmp_path):
         list(read_source(cfg, root=tmp_path))
 
 
-@needs_shared
 def test_real_gsm8k_and_math_through_dvc_repro(tmp_path):
     """Ingest of ../shared/data through `dvc repro` on a copy of the repository; a second repro does nothing."""
+    SHARED = shared_path()
     work = tmp_path / "repo"
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout.split()

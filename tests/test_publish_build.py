@@ -15,12 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from click.testing import CliRunner
-from publish_tables import EXPECTED, OTHER, OTHER_ID, OTHER_MEASURED, PRIMARY_ID, VERIFIER, make_repo
+from publish_tables import EXPECTED, OTHER, OTHER_ID, OTHER_MEASURED, PRIMARY, PRIMARY_ID, VERIFIER, make_repo
 
 from pipeline.cli import cli
 from pipeline.config import ConfigError, load_params
 from pipeline.publish import dvc_lock_digest, run
 from pipeline.publish.core import COLUMNS, PublishError
+from pipeline.schema import schema
 
 CONFIGS = ["default", "too_easy", "learnable", "too_hard", "unsolved", "reformulated"]
 
@@ -54,8 +55,7 @@ def data_files(folder: Path) -> set[str]:
 
 def test_publish_prints_counts_and_how_to_load(built):
     _, out = built
-    assert "default: 11 rows (train 9, test 2)" in out
-    assert "reformulated: 2 rows (train 2)" in out
+    assert "\n  rows: default 11 (train 9, test 2); " in out and "; reformulated 2 (train 2)\n" in out
     assert "not published: 1 problems and 1 reformulations without a measurement" in out
     assert 'datasets.load_dataset("' in out and '"learnable")' in out
     assert "passband push --repo-id" in out
@@ -265,8 +265,8 @@ def test_unknown_primary_policy_and_band_are_errors(tmp_path):
     with pytest.raises(PublishError, match="primary policy 'nope' has no measurements"):
         run(load_params(root / "params.yaml"), root=root)
     root = make_repo(tmp_path / "b", bands=["learnable", "medium"])
-    with pytest.raises(PublishError, match="unknown bands \\['medium'\\]"):
-        run(load_params(root / "params.yaml"), root=root)
+    with pytest.raises(ConfigError, match=r"publish\.bands: unknown band 'medium'; known: learnable, too_easy"):
+        load_params(root / "params.yaml")
 
 
 def test_only_reformulations_re_measured_in_the_kept_bands_are_published(tmp_path):
@@ -282,3 +282,77 @@ def test_only_reformulations_re_measured_in_the_kept_bands_are_published(tmp_pat
     publish(root)
     meta, _ = card(folder)
     assert "reformulated" not in [c["config_name"] for c in meta["configs"]] and reform_rows() == 0
+
+
+def test_card_gives_each_flag_rate_next_to_its_measured_precision(built):
+    from pipeline.annotate.flags import DETECTORS
+    from pipeline.annotate.quality import measured
+
+    root, _ = built
+    _, body = card(root / "data/published")
+    section = body.split("## Shortcut flags", 1)[1].split("\n## ", 1)[0]
+    figures = measured()
+    for name in DETECTORS:
+        row = next(line for line in section.splitlines() if line.startswith(f"| `{name}` |"))
+        precision = figures.get(name, {}).get("precision")
+        assert row.split("|")[4].strip() == ("—" if precision is None else f"{precision:.2f}"), row
+    assert "`unsupported_answer` marks a success GRPO would reward although its working is wrong" in section
+
+
+def test_reformulated_rows_name_rung_and_writer_and_the_card_counts_parents_per_method(tmp_path):
+    from pipeline.io import read_table, write_table
+    from pipeline.schema import schema
+
+    root = make_repo(tmp_path / "repo")
+    base = root / "data/reformulated"
+    rows = read_table(base / "problems", name="problems").to_pylist()
+    for i, r in enumerate(rows):
+        r["metadata"] = json.dumps({"rung": f"0.{i + 2}5", "writer": "rules"})
+    write_table(schema("problems").from_rows(rows), base / "problems/part-0.parquet", name="problems")
+    rejects = [{"stage": "reformulate", "source": "fobar", "source_id": "p_hard_no_child", "reason": "no_rung_in_band",
+                "detail": "1: 0/8 unsolved, climbed", "excerpt": None}]
+    write_table(schema("rejects").from_rows(rejects), base / "rejects/reformulate.parquet", name="rejects")
+    publish(root)
+    folder = root / "data/published"
+    published = [r for f in data_files(folder) if "/reformulated/" in f for r in pq.read_table(folder / f).to_pylist()]
+    assert published and all(r["writer"] == "rules" and r["rung"].startswith("0.") and r["parent_id"] for r in published)
+    assert all(r["band"] == "learnable" for r in published)  # its own measured band
+    tried = {m: {r["parent_id"] for r in rows if r["method"] == m} for m in {r["method"] for r in rows}}
+    tried["fobar"].add("p_hard_no_child")
+    kept = {m: {r["parent_id"] for r in published if r["method"] == m} for m in tried}
+    _, body = card(folder)
+    assert "## Reformulations" in body
+    for m in tried:
+        share = f"{100 * len(kept[m]) / len(tried[m]):.0f} %"
+        assert f"| `{m}` | {len(tried[m])} | {len(kept[m])} | {share} |" in body, m
+    everyone = set().union(*tried.values())
+    assert f"| `(any)` | {len(everyone)} | {len(set().union(*kept.values()))} |" in body
+
+
+def test_published_columns_follow_the_declared_schemas():
+    from pipeline.publish.core import SCHEMA
+
+    declared = {**{c.name: c for c in schema("problems").columns}, **{c.name: c for c in schema("difficulty").columns}}
+    declared["reference_solution"] = next(c for c in schema("problems").columns if c.name == "solution")
+    shared = [f for f in SCHEMA if f.name in declared and f.name != "flag_rates"]
+    assert len(shared) >= 18
+    for f in shared:
+        c = declared[f.name]
+        assert (f.type, f.nullable) == (c.arrow_type, c.nullable), f.name
+
+
+def test_card_shows_the_band_transitions_to_other_policies(built):
+    root, _ = built
+    table = pq.read_table(root / "data/published/data/default/train-00000-of-00001.parquet").to_pylist()
+    pairs = []
+    for r in table:
+        bands = {d["policy_id"]: d["band"] for d in r["difficulty"]}
+        if PRIMARY_ID in bands and OTHER_ID in bands:
+            pairs.append((bands[PRIMARY_ID], bands[OTHER_ID]))
+    assert pairs
+    _, body = card(root / "data/published")
+    assert f"Band transitions `{PRIMARY}` (rows) -> `{OTHER}` (columns):" in body
+    bands = ("too_easy", "learnable", "too_hard", "unsolved")
+    for f in bands:
+        row = f"| `{f}` | " + " | ".join(str(pairs.count((f, t))) for t in bands) + " |"
+        assert row in body, (row, body)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from shared_data import shared_path
 
 from pipeline.cli import cli
 from pipeline.config import ConfigError, parse_params
@@ -24,15 +25,13 @@ from pipeline.reformulate.registry import METHODS, Child, Parent, Skip, build, g
 from pipeline.schema import schema
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "data"
+HALF = {"fractions": [0.5], "expand_arithmetic": False}  # one rung: the golden hints are half the solution
 GOLDEN = yaml.safe_load((REPO / "tests" / "data" / "reformulate_golden.yaml").read_text())
 
 
 def real_item(file: str, line: int) -> Parent:
     """Line ``line`` of a shared GSM8K / MATH file as a parent problem (gold extracted as ingest does)."""
-    path = SHARED / file
-    if not path.is_file():
-        pytest.skip(f"{path} not present")
+    path = shared_path(file)
     obj = json.loads(path.read_text(encoding="utf-8").splitlines()[line - 1])
     if file.startswith("gsm8k"):
         return Parent(f"{file}:{line}", "gsm8k", obj["question"], gsm8k_gold(obj["answer"]), obj["answer"])
@@ -100,7 +99,7 @@ def test_fobar_without_solution_masks_first_candidate_and_option_changes_version
 @pytest.mark.parametrize("case", GOLDEN["hint_prefix"], ids=lambda c: f"{c['file']}:{c['line']}")
 def test_hint_prefix_golden(case):
     parent = real_item(case["file"], case["line"])
-    out = build("hint_prefix", {}).reformulate([parent])[0]
+    out = build("hint_prefix", HALF).reformulate([parent])[0]
     if "skip" in case:
         assert isinstance(out, Skip) and out.reason == case["skip"], out
         assert case.get("detail", "") in out.detail
@@ -113,18 +112,20 @@ def test_hint_prefix_golden(case):
 
 
 def test_hint_never_holds_the_final_answer_on_real_math_items():
-    """Over the first 300 MATH items: every kept hint passes the check and never holds the boxed answer's text."""
-    path = SHARED / "math" / "train.jsonl"
-    if not path.is_file():
-        pytest.skip("MATH not present")
-    method = build("hint_prefix", {})
+    """Over the first 300 MATH items: the conservative reading never keeps a hint holding the answer's text; the
+    exact one keeps those plus hints that only restate a number the question gives (and nothing else)."""
+    path = shared_path("math/train.jsonl")
+    conservative = build("hint_prefix", {**HALF, "exact_leak_check": False})
+    exact = build("hint_prefix", HALF)
     kept = skipped = 0
+    extra = []
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()[:300]):
         obj = json.loads(line)
         p = Parent(str(i), "math", obj["problem"], boxed_gold(obj["solution"]), obj["solution"])
-        out = method.one(p)
+        out, out_exact = conservative.one(p), exact.one(p)
         if isinstance(out, Child):
             kept += 1
+            assert out_exact == out  # the exact reading never drops what the conservative one keeps
             hint = out.metadata["hint"]
             assert "\\boxed" not in hint
             for stated in (f"${p.answer}$", f"= {p.answer}$", f"={p.answer}$", f"is {p.answer}."):
@@ -132,8 +133,17 @@ def test_hint_never_holds_the_final_answer_on_real_math_items():
             assert out.metadata["steps_in_hint"] < out.metadata["steps_total"]
         else:
             skipped += 1
-            assert out.reason in method.reasons
+            assert out.reason in conservative.reasons
+            if isinstance(out_exact, Child):
+                extra.append((p, out_exact.metadata["hint"]))
     assert kept > 150 and skipped > 30
+    for p, hint in extra:  # e.g. 'a degree of $2$' for the coefficient 2 of the $x^2$ term (item 69)
+        assert "\\boxed" not in hint
+        given = {n.value for n in find_numbers(p.question)}
+        assert any(n.value in given for n in find_numbers(hint)), (p.problem_id, hint)
+        for stated in (f"= {p.answer}$", f"={p.answer}$", f"is {p.answer}."):
+            assert stated not in hint, (p.problem_id, stated, hint)
+    assert any(p.problem_id == "68" for p, _ in extra)
 
 
 def test_steps_do_not_cut_inside_math():
@@ -159,6 +169,7 @@ def test_find_leak_cases(hint, answer, leaks):
 
 # --- llm_backward: the checks on scripted outputs -------------------------------------------------
 
+WRITER = {"writer": "stronger_model"}  # a policy name: the engine writer (the default is the rule writer)
 Q = "Tom has 12 apples. He buys 5 more apples. How many apples does Tom have now?"
 
 
@@ -186,7 +197,7 @@ def scripted(outputs: list[str]):
 ])
 def test_llm_backward_checks(output, reason):
     gen = scripted([output])
-    method = build("llm_backward", {}, generate=gen, generator={"model": "scripted"})
+    method = build("llm_backward", WRITER, generate=gen, generator={"model": "scripted"})
     parent = Parent("p1", "s", Q, "17", None)
     out = method.reformulate([parent])[0]
     assert gen.calls == [[load_prompt().render(Q)]]
@@ -203,7 +214,7 @@ def test_llm_backward_checks(output, reason):
 def test_llm_backward_masked_equals_answer_and_repeated():
     gen = scripted([" 17\nBackward: Tom has x apples and gets 17 more. How many?",
                     " 3\nBackward: Ann has x cats and 3 dogs and 9 fish. How many pets?"])
-    method = build("llm_backward", {}, generate=gen, generator={})
+    method = build("llm_backward", WRITER, generate=gen, generator={})
     a = Parent("a", "s", "Tom has 17 apples and gets 3 more. How many?", "17", None)
     b = Parent("b", "s", "Ann has 3 cats and 3 dogs and 9 fish. How many pets?", "15", None)
     outs = method.reformulate([a, b])
@@ -212,19 +223,21 @@ def test_llm_backward_masked_equals_answer_and_repeated():
 
 def test_llm_backward_skips_before_generating_and_needs_an_engine():
     gen = scripted([])
-    method = build("llm_backward", {}, generate=gen, generator={})
+    method = build("llm_backward", WRITER, generate=gen, generator={})
     outs = method.reformulate([Parent("a", "s", "Solve $x + 2 = 5$ for 3 cases.", "3", None),
                                Parent("b", "s", "What is 4 squared?", "16", None)])
     assert [o.reason for o in outs] == ["x_in_question", "too_few_numbers"]
     assert gen.calls == []
     with pytest.raises(ConfigError, match="needs an engine"):
-        build("llm_backward", {})
+        build("llm_backward", WRITER)
+    assert not build("llm_backward", {}).needs_engine  # the default writer is the rules
 
 
 def test_llm_backward_version_follows_prompt_and_generator():
-    a = build("llm_backward", {}, generate=scripted([]), generator={"model": "m", "revision": "r1"})
-    b = build("llm_backward", {}, generate=scripted([]), generator={"model": "m", "revision": "r2"})
-    c = build("llm_backward", {"min_similarity": 0.5}, generate=scripted([]), generator={"model": "m", "revision": "r1"})
+    a = build("llm_backward", WRITER, generate=scripted([]), generator={"model": "m", "revision": "r1"})
+    b = build("llm_backward", WRITER, generate=scripted([]), generator={"model": "m", "revision": "r2"})
+    c = build("llm_backward", {**WRITER, "min_similarity": 0.5}, generate=scripted([]),
+              generator={"model": "m", "revision": "r1"})
     assert len({a.method_version, b.method_version, c.method_version}) == 3
     assert isinstance(a, LlmBackward) and load_prompt().version in a.identity()["prompt"]
 
@@ -238,7 +251,7 @@ def test_registry_lists_methods_and_suggests():
     with pytest.raises(ConfigError, match=r"unknown reformulation method 'fobra' \(did you mean fobar\?\)"):
         get_method("fobra")
     with pytest.raises(ConfigError, match=r"reformulate\.options\.hint_prefix"):
-        build("hint_prefix", {"fraction": 1.5})
+        build("hint_prefix", {"fractions": [1.5]})
     for cls in METHODS.values():
         assert not set(cls.reasons) & set(STAGE_REASONS)
 
@@ -259,7 +272,7 @@ def difficulty_row(pid: str, policy_id: str, n_correct: int, band: str, *, n: in
             "n_no_answer": 0, "n_failed": 0, "pass_rate": p, "ci_low": 0.0, "ci_high": 1.0, "pass_at_k": {1: p},
             "learnability": p * (1 - p), "band": band, "band_confidence": 0.9, "mean_tokens_correct": None,
             "std_tokens_correct": None, "mean_tokens_incorrect": None, "std_tokens_incorrect": None, "flag_rates": {},
-            "flagged_correct_rate": None}
+            "flagged_correct_rate": None, "budget": f"fixed(k={n})", "stop_reason": "fixed", "prior_policy_id": None}
 
 
 QS = {
@@ -315,12 +328,18 @@ def test_reformulate_rows_invariant_and_duplicates():
     assert hint["question"].endswith("Hint (the beginning of a solution): 14 + 9 = 23.") and hint["answer"] == "18"
     reasons = {(r["source"], r["source_id"]): r["reason"] for r in rejects}
     assert reasons[("fobar", ids["rare"])] == "duplicate_problem"
-    # one-step solutions: the first step already holds the result
-    assert reasons[("hint_prefix", ids["unsolved"])] == "hint_leaks_answer"
+    # a one-step solution on a one-digit operand: the first step already holds the result
     assert reasons[("hint_prefix", ids["rare"])] == "hint_leaks_answer"
+    # 351 * 24 expands into place-value steps: the smallest rung is the first of them (unmeasured here)
+    expanded = by[("hint_prefix", ids["unsolved"])]
+    assert expanded["question"].endswith("Hint (the beginning of a solution): 351 * 24 = 351 * 20 + 351 * 4.")
+    meta = json.loads(expanded["metadata"])
+    assert meta["rung"] == "0.25" and meta["writer"] == "rules" and meta["expanded"] is True
+    assert meta["ladder"] == [{"rung": "0.25", "problem_id": expanded["problem_id"], "outcome": "kept_unmeasured"}]
     assert all(r["stage"] == "reformulate" for r in rejects)
     assert result.per_method["fobar"] == {"method_version": fobar.method_version, "parents": 3, "problems": 2,
-                                          "rejects": 1, "reject_reasons": {"duplicate_problem": 1}}
+                                          "rejects": 1, "reject_reasons": {"duplicate_problem": 1},
+                                          "rungs_measured": 0, "rounds": 0, "kept_per_rung": {"1": 2}}
     broken = ReformulateResult(result.problems, result.rejects.slice(1), result.parents, result.per_method)
     with pytest.raises(InvariantError):
         check_invariant(broken)
@@ -355,8 +374,9 @@ def seed_main_set(root: Path, params) -> dict[str, str]:
 def test_run_writes_the_reformulated_set_and_caches_generations(tmp_path):
     from pipeline.config import load_params
     from pipeline.engines.registry import create_engine
+    from pipeline.reformulate import ladder_dir
 
-    params = load_params(write_params(tmp_path))
+    params = load_params(write_params(tmp_path, options={"llm_backward": {"writer": "fake"}}))
     ids = seed_main_set(tmp_path, params)
     engines = []
 
@@ -379,11 +399,23 @@ def test_run_writes_the_reformulated_set_and_caches_generations(tmp_path):
     assert metrics["policies"] == {"fake": ids["policy_id"]}
     cache = list(generations_dir(params, tmp_path).glob("llm_backward-*.jsonl"))
     assert len(cache) == 1 and len(cache[0].read_text().splitlines()) == 2
-    assert len(engines) == 1 and engines[0].calls and len(engines[0].calls[0]) == 2
+    # two engines: the writer's (two prompts, one sample each) and the ladder's (k = 4 samples per rung)
+    assert len(engines) == 2
+    writer = [e for e in engines if e.calls and all(len(c) == 2 for c in e.calls)]
+    assert len(writer) == 1 and len(writer[0].calls) == 1
+    ladder = ladder_dir(params, tmp_path) / f"{ids['policy_id']}.jsonl"
+    measured = [json.loads(line) for line in ladder.read_text().splitlines()]
+    assert len(measured) == metrics["ladder"]["rungs_measured_now"] > 0
+    assert all(m["n"] == 4 and len(m["completions"]) == len(m["statuses"]) == 4 for m in measured)
+    assert metrics["ladder"]["samples"] == 4 * len(measured)
+    for row in probs.to_pylist():  # every kept child was measured in the target band
+        meta = json.loads(row["metadata"])
+        assert meta["selected_on"]["band"] == "learnable" and meta["ladder"][-1]["outcome"] in ("kept", "not_tried")
 
-    again = run(params, root=tmp_path, progress=False, engine_factory=factory)  # nothing new to generate
-    assert len(engines) == 1
+    again = run(params, root=tmp_path, progress=False, engine_factory=factory)  # nothing new to generate or measure
+    assert len(engines) == 2
     assert again.problems.equals(result.problems) and again.rejects.equals(result.rejects)
+    assert json.loads((tmp_path / "data/metrics/reformulate.json").read_text())["ladder"]["rungs_measured_now"] == 0
 
 
 def test_run_unknown_method_and_options_are_errors(tmp_path):
@@ -400,7 +432,10 @@ def test_run_unknown_method_and_options_are_errors(tmp_path):
 
 
 def test_cli_reformulate_and_report(tmp_path):
-    params_path = write_params(tmp_path, methods=("fobar", "hint_prefix"))
+    # every band a target: the ladder keeps each parent's first rung, whatever the fake engine's pass rate
+    params_path = write_params(tmp_path, methods=("fobar", "hint_prefix"),
+                               target_bands=["too_easy", "learnable", "too_hard", "unsolved"],
+                               options={"hint_prefix": {"expand_arithmetic": False}})
     from pipeline.config import load_params
 
     ids = seed_main_set(tmp_path, load_params(params_path))
@@ -410,7 +445,7 @@ def test_cli_reformulate_and_report(tmp_path):
     assert "reformulate: 2 hard parents -> 3 reformulations, 1 rejects" in res.output
     assert "hint_prefix" in res.output and "hint_leaks_answer 1" in res.output
 
-    # measure the children: fobar's child learnable (parent 1/8 -> 4/8), hint's child too easy
+    # re-measure the children: fobar's child learnable (parent 1/8 -> 4/8), hint's child too easy
     probs = read_table(tmp_path / "data/reformulated/problems", name="problems").to_pylist()
     child = {(r["method"], r["parent_id"]): r["problem_id"] for r in probs}
     pol = ids["policy_id"]
@@ -422,17 +457,32 @@ def test_cli_reformulate_and_report(tmp_path):
     res = runner.invoke(cli, ["reformulate-report", "--params", str(params_path)])
     assert res.exit_code == 0, res.output
     data = json.loads((tmp_path / "data/metrics/reformulation_report.json").read_text())
-    assert data["fobar"]["parents_tried"] == 2 and data["fobar"]["reformulations"] == 2 and data["fobar"]["rejected"] == 0
+    assert data["fobar"]["parents_tried"] == 2 and data["fobar"]["children_kept"] == 2 and data["fobar"]["rejected"] == 0
     fob = data["fobar"]["policies"][pol]
     assert fob["parents_with_learnable_child"] == 1 and fob["children_measured"] == 2
+    assert fob["share_parents_with_learnable_child"] == pytest.approx(0.5)
     assert fob["mean_parent_pass_rate"] == pytest.approx((1 / 8 + 0) / 2)
-    assert fob["mean_pass_rate_shift"] == pytest.approx(((4 / 8 - 1 / 8) + 0) / 2)
+    shifts = [4 / 8 - 1 / 8, 0.0]
+    mean = sum(shifts) / 2
+    half = 1.96 * (sum((x - mean) ** 2 for x in shifts) / 1) ** 0.5 / 2 ** 0.5
+    assert fob["mean_pass_rate_shift"] == pytest.approx(mean)
+    assert (fob["shift_ci_low"], fob["shift_ci_high"]) == (pytest.approx(mean - half, abs=1e-4),
+                                                           pytest.approx(mean + half, abs=1e-4))
+    # groups with a success and a failure: parents 1/8 and 0/8 -> half; fobar's children 4/8 and 0/8 -> half
+    assert fob["reward_density_before"] == pytest.approx(0.5) and fob["reward_density_after"] == pytest.approx(0.5)
     hint = data["hint_prefix"]
     assert hint["reject_reasons"] == {"hint_leaks_answer": 1} and hint["rejected"] == 1
-    assert hint["policies"][pol]["parents_with_learnable_child"] == 0
-    assert hint["policies"][pol]["children_too_easy"] == 1
-    assert hint["policies"][pol]["mean_pass_rate_shift"] == pytest.approx(1 - 1 / 8)
-    assert "fobar: 2 parents tried" in res.output
+    hp = hint["policies"][pol]
+    assert hp["parents_with_learnable_child"] == 0 and hp["children_too_easy"] == 1
+    assert hp["mean_pass_rate_shift"] == pytest.approx(1 - 1 / 8) and hp["shift_ci_low"] is None
+    assert hp["reward_density_after"] == 0.0  # 8/8: no failure, no signal
+    anyone = data["(any)"]
+    assert anyone["parents_tried"] == 2 and anyone["children_kept"] == 3 and anyone["rejected"] == 0
+    assert anyone["policies"][pol]["parents_with_learnable_child"] == 1
+    assert anyone["policies"][pol]["share_parents_with_learnable_child"] == pytest.approx(0.5)
+    assert "fobar: 2 parents tried, 2 children kept" in res.output and "reward density 50 % -> 50 %" in res.output
+    png = tmp_path / "data/plots/reformulation_shift.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_cli_help():
@@ -453,5 +503,7 @@ def test_report_counts_every_reject_not_every_reason(tmp_path):
                  "excerpt": None})
     write_table(schema("rejects").from_rows(rows), tmp_path / "data/reformulated/rejects/reformulate.parquet", name="rejects")
     data = report(params, root=tmp_path)
-    assert data == {"fobar": {"parents_tried": 3, "reformulations": 0, "rejected": 3,
-                              "reject_reasons": {"no_number": 1, "single_number": 2}, "policies": {}}}
+    assert data == {"fobar": {"parents_tried": 3, "children_kept": 0, "rejected": 3,
+                              "reject_reasons": {"no_number": 1, "single_number": 2}, "policies": {}},
+                    "(any)": {"parents_tried": 3, "children_kept": 0, "rejected": 3, "reject_reasons": {},
+                              "policies": {}}}

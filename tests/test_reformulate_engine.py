@@ -57,7 +57,10 @@ def test_reformulation_loop_on_the_real_engine(tmp_path, vllm_engine, embedded_m
                                               "stop": ["\nQ:", "\n\n"]}}},
         "rollout": {"policies": ["smollm2"], "k": 4, "shard_size": 8},
         "verify": {"workers": 1},
-        "reformulate": {"methods": ["fobar", "hint_prefix", "llm_backward"], "max_pass_rate": 0.25},
+        # every band a target: the ladder keeps each parent's first rung, so every method's plumbing is exercised
+        "reformulate": {"methods": ["fobar", "hint_prefix", "llm_backward"], "max_pass_rate": 0.25,
+                        "target_bands": ["too_easy", "learnable", "too_hard", "unsolved"],
+                        "options": {"llm_backward": {"writer": "smollm2"}}},
     }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     params = load_params(tmp_path / "params.yaml")
@@ -114,7 +117,7 @@ def test_reformulation_loop_on_the_real_engine(tmp_path, vllm_engine, embedded_m
     for method in {c["method"] for c in children}:
         mine = [c for c in children if c["method"] == method]
         m = report[method]
-        assert m["reformulations"] == len(mine) and m["parents_tried"] == len(hard)
+        assert m["children_kept"] == len(mine) and m["parents_tried"] == len(hard)
         assert m["rejected"] == sum(r["source"] == method for r in rejects) == sum(m["reject_reasons"].values())
         stats = m["policies"][pol]
         assert stats["children_measured"] == len(mine)
@@ -124,10 +127,63 @@ def test_reformulation_loop_on_the_real_engine(tmp_path, vllm_engine, embedded_m
                      if next(d for d in child_diff if d["problem_id"] == c["problem_id"])["band"] == "learnable"}
         assert stats["parents_with_learnable_child"] == len(learnable)
 
-    # nothing already done is regenerated
+    # every kept child was measured by the ladder (its own seeds), in the target bands
+    for c in children:
+        meta = json.loads(c["metadata"])
+        assert meta["selected_on"]["n"] == 4 and meta["ladder"][0]["outcome"] in ("kept", "same_hint", "hint_leaks_answer")
+
+    # nothing already done is regenerated or re-measured
     again = reformulate(params, root=tmp_path, progress=False, engine_factory=factory)
-    assert json.loads((tmp_path / "data/metrics/reformulate.json").read_text())["methods"]["llm_backward"]["generated"] == 0
+    again_metrics = json.loads((tmp_path / "data/metrics/reformulate.json").read_text())
+    assert again_metrics["methods"]["llm_backward"]["generated"] == 0 and again_metrics["ladder"]["rungs_measured_now"] == 0
     assert again.problems.equals(result.problems)
     r2 = rollout(params, root=tmp_path, set_name="reformulated", progress=False, engine_factory=factory)
     assert r2.samples == 0 and r2.samples_existing == 4 * len(children)
     print("report:", json.dumps(report, indent=1))
+
+
+def test_one_hint_ladder_measured_on_the_real_engine(tmp_path, vllm_engine, embedded_model_dir):
+    """A two-digit subtraction the 135M model rarely solves, its hint rungs measured for real, smallest first."""
+    from pipeline.config import BandsConfig, PolicyConfig, SamplingConfig, VerifyConfig
+    from pipeline.reformulate.core import reformulate
+    from pipeline.reformulate.measure import EngineMeasure
+    from pipeline.reformulate.registry import Parent, build
+    from pipeline.rollout.policy import resolve_policy
+
+    (tmp_path / "models").mkdir()
+    os.symlink(embedded_model_dir, tmp_path / "models" / embedded_model_dir.name)
+    policy = resolve_policy("smollm2", PolicyConfig(
+        model="embedded", engine="vllm", dtype="float32", prompt="fewshot_arith",
+        sampling=SamplingConfig(temperature=0.8, top_p=1.0, top_k=-1, max_tokens=48, stop=["\nQ:", "\n\n"])),
+        models_dir=tmp_path / "models")
+    shared = Shared(vllm_engine)
+    cache = tmp_path / "ladder.jsonl"
+
+    def measure():
+        return EngineMeasure(policy=policy, k=8, verify_config=VerifyConfig(workers=1), bands=BandsConfig(),
+                             engine_options={}, root=tmp_path, engine_factory=lambda *a, **k: shared, cache_file=cache)
+
+    parent = Parent("p_sub", "synthetic", "What is 83 - 47?", "36", "83 - 47 = 36. The answer is \\boxed{36}.")
+    hint = build("hint_prefix", {})
+    m = measure()
+    result = reformulate([parent], [hint], measure=m)
+    assert m.measured >= 1 and m.samples == 8 * m.measured
+    rows = [json.loads(line) for line in cache.read_text().splitlines()]
+    assert all(r["n"] == 8 and len(r["completions"]) == 8 and r["statuses"].count("correct") == r["n_correct"]
+               for r in rows)
+    out = result.problems.to_pylist() or result.rejects.to_pylist()
+    record = json.loads(out[0]["metadata"])["ladder"] if result.problems.num_rows else None
+    measured = [r for r in rows]
+    print("rungs:", [(r["rung"], r["n_correct"]) for r in measured])
+    print("a completion:", rows[0]["completions"][0][:200])
+    # smallest first: every rung before the deciding one was measured below the band
+    by_rung = {r["rung"]: r["n_correct"] for r in measured}
+    if record is not None:  # a rung landed: it is the first with 2..6 of 8
+        kept = next(e for e in record if e["outcome"] == "kept")
+        assert 2 <= by_rung[kept["rung"]] <= 6
+        assert all(by_rung[e["rung"]] < 2 for e in record[:record.index(kept)] if "band" in e)
+    else:
+        assert result.rejects.to_pylist()[0]["reason"] == "no_rung_in_band"
+        assert all(n < 2 or n > 6 for n in by_rung.values())
+    again = measure()
+    assert reformulate([parent], [hint], measure=again).problems.equals(result.problems) and again.measured == 0

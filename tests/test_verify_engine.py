@@ -1,17 +1,19 @@
 """Verify and annotate on real rollouts of the embedded model (SmolLM2-135M, 3-shot), end to end.
 
 Marked `engine`; run under the engine lock on a shared machine:
-    flock /tmp/passband-engine.lock .venv/bin/pytest -m engine tests/test_verify_engine.py
+    flock /tmp/pb-heavy.lock nice -n 5 .venv/bin/python -m pytest -m engine tests/test_verify_engine.py
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
+from pipeline.bands import BANDS
 from pipeline.catalog import query
 from pipeline.cli import cli
 from pipeline.config import load_params
@@ -50,13 +52,16 @@ def test_ingest_rollout_verify_annotate_on_the_real_engine(shared_engine_factory
 
     res = CliRunner().invoke(cli, ["annotate", *args])
     assert res.exit_code == 0, res.output
-    assert "band" in res.output
     diff = read_table(tmp_path / "data/difficulty", name="difficulty")
     assert diff.num_rows == 18
     assert sum(diff.column("n").to_pylist()) == 72
     assert sum(diff.column("n_correct").to_pylist()) == statuses.count("correct")
+    counts = Counter(diff.column("band").to_pylist())
+    assert res.output.startswith("annotate[main]: 18 problem x policy groups from 72 rollouts")
+    # the result's band counts are the difficulty table's
+    assert "\n  bands: " + ", ".join(f"{b} {counts[b]}" for b in BANDS) + "\n" in res.output
     m = json.loads((tmp_path / "data/metrics/annotate.json").read_text())
-    assert sum(m["bands"].values()) == 18
+    assert m["bands"] == {b: counts[b] for b in BANDS}
     # the one-digit sums are easier for this model than the three-digit products
     lv = query(p, "SELECT p.level, avg(d.pass_rate) AS pr FROM difficulty d JOIN problems p USING (problem_id) GROUP BY 1",
                root=tmp_path)
@@ -65,4 +70,4 @@ def test_ingest_rollout_verify_annotate_on_the_real_engine(shared_engine_factory
 
     # a second verify does no work
     res = CliRunner().invoke(cli, ["verify", *args])
-    assert "0 new verdicts" in res.output
+    assert res.exit_code == 0 and res.output.startswith("verify[main]: 0 new verdicts"), res.output

@@ -7,7 +7,6 @@ spills to a temp folder past it), points views at the set's Parquet shards, runs
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -19,11 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from pipeline.annotate.bands import BANDS
 from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_batches, flag_batches, prepare
 from pipeline.annotate.plots import write_plots
+from pipeline.bands import BANDS
 from pipeline.config import Params
-from pipeline.io import SHARD_GLOB, shard_paths, write_json
+from pipeline.io import SHARD_GLOB, atomic_path, check_shards, shard_paths, write_json
+from pipeline.rollout.core import select_problems
+from pipeline.rollout.policy import resolve_policy
 from pipeline.schema import SchemaError, schema
 from pipeline.tablesets import table_set
 from pipeline.verify.core import verifier_id
@@ -50,7 +51,7 @@ class AnnotateResult:
 
 
 def _view(con: duckdb.DuckDBPyConnection, name: str, directory: Path) -> None:
-    if shard_paths(directory):
+    if check_shards(directory, name=name):  # a damaged shard: one line naming it, not DuckDB's error
         cols = ", ".join(schema(name).names)
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} FROM read_parquet('{directory}/{SHARD_GLOB}')")
     else:
@@ -81,10 +82,7 @@ def _check_output(path: Path, name: str) -> None:
 def _copy(con: duckdb.DuckDBPyConnection, sql: str | None, target: Path, name: str,
           batches: Iterator[pa.RecordBatch] | None = None) -> None:
     """``sql`` (DuckDB's COPY) or ``batches`` (Arrow, with the declared schema) to a temp name, checked, renamed into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(target) as tmp:
         if batches is None:
             con.execute(f"COPY ({sql}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
         else:
@@ -92,9 +90,6 @@ def _copy(con: duckdb.DuckDBPyConnection, sql: str | None, target: Path, name: s
                 for batch in batches:
                     writer.write_batch(batch)
         _check_output(Path(tmp), name)
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     for old in shard_paths(target.parent):
         if old != target:
             old.unlink()
@@ -109,7 +104,8 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     with tempfile.TemporaryDirectory(prefix="passband-annotate-") as tmp:
         con = open_inputs(params, root=root, set_name=set_name, temp_dir=f"{tmp}/duckdb")
         try:
-            ann = prepare(con, config=params.annotate, verifier_id=vid)
+            con.register("_selection", _selection(con, params, root=root, set_name=set_name, vid=vid))
+            ann = prepare(con, config=params.annotate, verifier_id=vid, selection="_selection")
             hits_path = Path(tmp) / "hits.parquet"
             n_hits = _write_hits(ann, hits_path, progress=progress, set_name=set_name)
             con.execute(f"CREATE OR REPLACE TEMP VIEW _hits AS SELECT * FROM read_parquet('{hits_path}')")
@@ -122,12 +118,35 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
             result.paths = [flags_out, diff_out]
             if plots:
                 suffix = "" if set_name == "main" else f"-{set_name}"
-                result.paths += write_plots(con, f"read_parquet('{diff_out}')", root / params.paths.plots, suffix=suffix)
+                result.paths += write_plots(con, f"read_parquet('{diff_out}')", root / params.paths.plots, suffix=suffix,
+                                            names=_policy_names(ts.dir("policies", root)))
         finally:
             con.close()
     result.seconds = time.perf_counter() - t0
     write_json(ts.metrics_file("annotate", root), result.metrics())
     return result
+
+
+def _selection(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path, set_name: str, vid: str) -> pa.Table:
+    """The samples the run's budget selects (pipeline/annotate/selection.py): the set's selected problems, every
+    policy with verdicts, priors resolved from params (only when a policy names one)."""
+    from pipeline.annotate.selection import selection  # imports the rollout budget, which imports annotate.bands
+
+    cfg = params.rollout
+    problems = con.sql("SELECT problem_id, source FROM problems").to_arrow_table()
+    if set_name == "main":
+        problems = select_problems(problems, sources=cfg.sources, limit=cfg.limit)
+    measured = [r[0] for r in con.execute("SELECT DISTINCT policy_id FROM verdicts WHERE verifier_id = ?", [vid]).fetchall()]
+    priors: dict[str, str | None] = dict.fromkeys(measured)
+    weights: dict[str, float] = {}
+    if any(params.policies[n].prior for n in cfg.policies):
+        ids = {n: resolve_policy(n, params.policies[n], models_dir=root / params.paths.models).policy_id
+               for n in cfg.policies}
+        for name in cfg.policies:
+            if (prior := params.policies[name].prior) is not None and ids[name] in priors:
+                priors[ids[name]], weights[ids[name]] = ids[prior.policy], prior.weight
+    return selection(con, verdicts="verdicts", verifier_id=vid, problem_ids=problems.column("problem_id").to_pylist(),
+                     policies=priors, cfg=cfg, bands=params.annotate.bands, prior_weights=weights)
 
 
 def _write_hits(ann: Annotation, path: Path, *, progress: bool, set_name: str) -> int:
@@ -138,6 +157,16 @@ def _write_hits(ann: Annotation, path: Path, *, progress: bool, set_name: str) -
             writer.write_batch(batch)
             n += batch.num_rows
     return n
+
+
+def _policy_names(policies_dir: Path) -> dict[str, str]:
+    """policy_id -> the policy's name in params.yaml, from the policies table (empty when it is not there)."""
+    if not shard_paths(policies_dir):
+        return {}
+    from pipeline.io import read_table
+
+    t = read_table(policies_dir, name="policies")
+    return dict(zip(t.column("policy_id").to_pylist(), t.column("name").to_pylist(), strict=True))
 
 
 def _summary(con: duckdb.DuckDBPyConnection, ann: Annotation, diff_path: Path, n_hits: int) -> AnnotateResult:

@@ -26,10 +26,7 @@ def command(*, params, root, set_name: str, plots: bool, progress: bool) -> None
     click.echo(f"annotate[{set_name}]: {r.groups} problem x policy groups from {r.samples} rollouts, "
                f"{r.flags} flags ({r.verifier_id}); mean pass rate "
                + (f"{r.mean_pass_rate:.3f}" if r.mean_pass_rate is not None else "n/a"))
-    width = max(len(b) for b in r.bands)
-    click.echo(f"  {'band':<{width}}  problems")
-    for band, n in r.bands.items():
-        click.echo(f"  {band:<{width}}  {n:>8}")
+    click.echo("  bands: " + ", ".join(f"{band} {n}" for band, n in r.bands.items()))
     fired = {k: v for k, v in r.flag_rates.items() if v}
     if fired:
         click.echo("  flag rates: " + ", ".join(f"{k} {v:.1%}" for k, v in fired.items()))

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from pipeline.annotate.bands import assign_band, band_confidence
 from pipeline.annotate.flags import (
     HITS_SCHEMA,
     REF_STEPS_SQL,
@@ -41,6 +40,7 @@ from pipeline.annotate.flags import (
     sql_literal,
 )
 from pipeline.annotate.stats import group_stats
+from pipeline.bands import assign_band, band_confidence
 from pipeline.config import AnnotateConfig, parse_options
 from pipeline.schema import schema
 
@@ -70,16 +70,29 @@ class Annotation:
         return self.con.execute("SELECT coalesce(sum(n), 0) FROM _groups").fetchone()[0]
 
 
-def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_id: str) -> Annotation:
+def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_id: str,
+            selection: str | None = None) -> Annotation:
     """Group counts (``_groups``), the stats of each distinct (n, n_correct) (``_lut``) and the two sides' views
-    (``rollout_samples``, ``verdict_samples``) that the detectors' candidate scans read."""
+    (``rollout_samples``, ``verdict_samples``) that the detectors' candidate scans read.
+
+    ``selection`` names a relation of :data:`pipeline.annotate.selection.SELECTION_SCHEMA`: only the samples
+    0..n-1 it selects per (problem, policy) count. None: every verdict of ``verifier_id`` (budget ``none``)."""
     detectors = get_detectors(config.flags)
     opts = flag_options(config)
     vid = sql_literal(verifier_id)
-    con.execute(f"""CREATE OR REPLACE TEMP VIEW _v AS
-        SELECT problem_id, policy_id, sample_idx, status, extracted FROM verdicts WHERE verifier_id = {vid}""")
+    if selection is None:
+        con.execute(f"""CREATE OR REPLACE TEMP VIEW _v AS
+            SELECT problem_id, policy_id, sample_idx, status, extracted, 'none' AS budget, 'all' AS stop_reason,
+                   NULL::VARCHAR AS prior_policy_id
+            FROM verdicts WHERE verifier_id = {vid}""")
+    else:
+        con.execute(f"""CREATE OR REPLACE TEMP VIEW _v AS
+            SELECT v.problem_id, v.policy_id, v.sample_idx, v.status, v.extracted, s.budget, s.stop_reason,
+                   s.prior_policy_id
+            FROM verdicts v JOIN {selection} s USING (problem_id, policy_id)
+            WHERE v.verifier_id = {vid} AND v.sample_idx < s.n""")
     con.execute("""CREATE OR REPLACE TEMP TABLE _groups AS
-        SELECT v.problem_id, v.policy_id, count(*) AS n,
+        SELECT v.problem_id, v.policy_id, v.budget, v.stop_reason, v.prior_policy_id, count(*) AS n,
                count(*) FILTER (WHERE v.status = 'correct') AS n_correct,
                count(*) FILTER (WHERE v.status = 'no_answer') AS n_no_answer,
                count(*) FILTER (WHERE v.status IN ('timeout', 'error')) AS n_failed,
@@ -197,7 +210,8 @@ def difficulty_sql(ann: Annotation, *, hits: str) -> str:
                s.pass_rate, s.ci_low, s.ci_high, s.pass_at_k, s.learnability, s.band, s.band_confidence,
                g.mean_tokens_correct, g.std_tokens_correct, g.mean_tokens_incorrect, g.std_tokens_incorrect,
                {flag_rates} AS flag_rates,
-               CASE WHEN g.n_correct = 0 THEN NULL ELSE coalesce(f.flagged_correct, 0) / g.n_correct END AS flagged_correct_rate
+               CASE WHEN g.n_correct = 0 THEN NULL ELSE coalesce(f.flagged_correct, 0) / g.n_correct END AS flagged_correct_rate,
+               g.budget, g.stop_reason, g.prior_policy_id
         FROM _groups g JOIN _lut s USING (n, n_correct)
         LEFT JOIN ({agg}) f USING (problem_id, policy_id)"""
 

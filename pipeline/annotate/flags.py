@@ -20,7 +20,7 @@ rows are joined into ``samples`` rows. Columns of a ``samples`` row::
 One real row that fires ``rare_success`` (SmolLM2-135M, 3-shot, k = 8)::
 
     "What is 52 - 27?"  completion "52 - 27 = 25. The answer is 25."  1 of 8 correct
-    -> score 2.65 (= sqrt(7)), evidence "1 of 8 correct (pass rate 0.125): GRPO advantage 2.65"
+    -> score 2.47 (= 7 / sqrt(8)), evidence "1 of 8 correct (pass rate 0.125): GRPO advantage 2.47 (TRL, sample std)"
 
 Kinds: ``risk`` (rare_success: a success that GRPO amplifies), ``shortcut`` (a success
 that may not come from solving: answer_repetition, computation_skip, answer_in_question,
@@ -40,10 +40,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pydantic import Field
 
-from pipeline.annotate.stats import grpo_advantage
+from pipeline.annotate.arith import LEADING, answer_key, answer_value, computes, stated_answers
+from pipeline.annotate.stats import TRL_STD_EPS, grpo_advantage
 from pipeline.config import Model, unknown_name
 from pipeline.schema import schema
-from pipeline.verify.extract import candidates
 from pipeline.verify.grader import normalize_answer
 
 KINDS = ("risk", "shortcut", "degeneracy")
@@ -56,10 +56,13 @@ class FlagOptions(Model):
     """
 
     rare_success_max_pass_rate: float = Field(0.125, ge=0, le=1)
-    computation_skip_ratio: float = Field(0.5, gt=0, le=1, description="fire below this share of the reference's steps")
+    computation_skip_ratio: float = Field(0.67, gt=0, le=1, description="fire below this share of the reference's steps"
+                                          " (chosen on the labelled set: docs/flags.md)")
     computation_skip_min_correct: int = Field(3, ge=2, description="correct samples needed when there is no reference solution")
     answer_repetition_min: int = Field(3, ge=2, description="the final answer stated at least this many times")
     line_repetition_min: int = Field(3, ge=2, description="one line (>= 3 characters) written at least this many times")
+    unsupported_setup: bool = Field(True, description="unsupported_answer also fires when the working never uses a "
+                                                        "number of the question (wrong setup; docs/flags.md)")
     loop_min_words: int = Field(24, ge=8)
     loop_max_distinct_ratio: float = Field(0.5, gt=0, lt=1,
                                            description="distinct word 4-grams / all 4-grams below this is a loop")
@@ -143,21 +146,28 @@ def steps(text: str) -> int:
     return re.sub(r"<<[^>]*>>", "", text).count("=")
 
 
+# TRL's advantage of a success (pipeline.annotate.stats.grpo_advantage) over `samples` columns
+ADVANTAGE_SQL = (f"CASE WHEN n_correct = n THEN 0 ELSE (1 - pass_rate) / (sqrt(n * pass_rate * (1 - pass_rate) / (n - 1))"
+                 f" + {TRL_STD_EPS}) END")
+
+
 # -- detectors ---------------------------------------------------------------------------------
 
 @register("rare_success", kind="risk", side="verdicts",
           where="status = 'correct' AND pass_rate <= {opts.rare_success_max_pass_rate}",
-          score_sql="sqrt((1 - pass_rate) / pass_rate)",
-          evidence_sql="format('{{}} of {{}} correct (pass rate {{:.3f}}): GRPO advantage {{:.2f}}', n_correct, n, pass_rate,"
-                       " sqrt((1 - pass_rate) / pass_rate))")
+          score_sql=ADVANTAGE_SQL,
+          evidence_sql="format('{{}} of {{}} correct (pass rate {{:.3f}}): GRPO advantage {{:.2f}} (TRL, sample std)', n_correct,"
+                       f" n, pass_rate, {ADVANTAGE_SQL})")
 def rare_success(row: dict, opts: FlagOptions) -> Hit | None:
     """Correct in a group whose pass rate is at or below ``rare_success_max_pass_rate``.
 
-    Score: the GRPO group-normalised advantage this sample gets, sqrt((1 - p) / p) (sqrt(k - 1)
-    for one success in k): the amplification of a possibly lucky success.
+    Score: the advantage this sample gets in TRL's GRPOTrainer (group rewards over their sample
+    std + 1e-4; :func:`pipeline.annotate.stats.grpo_advantage`): 2.47 for one success in 8, the
+    amplification of a possibly lucky success.
     """
     adv = grpo_advantage(row["n_correct"], row["n"])
-    return Hit(adv, f"{row['n_correct']} of {row['n']} correct (pass rate {row['pass_rate']:.3f}): GRPO advantage {adv:.2f}")
+    return Hit(adv, f"{row['n_correct']} of {row['n']} correct (pass rate {row['pass_rate']:.3f}): "
+                    f"GRPO advantage {adv:.2f} (TRL, sample std)")
 
 
 @register("truncated", kind="degeneracy", where="finish_reason = 'length'", score_sql="n_tokens::DOUBLE",
@@ -186,16 +196,19 @@ def _number(text: str) -> float | None:
                 "regexp_extract_all(question, '-?[0-9][0-9,]*(?:\\.[0-9]+)?'), lambda x: replace(x, ',', '')), "
                 "regexp_replace(replace(extracted, ',', ''), '^[\\s$]+|[\\s$.]+$', '', 'g'))")
 def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
-    """A correct final answer that is one of the numbers in the question (guessable by copying).
+    """A correct final answer that is one of the numbers in the question and that no true statement of the
+    working computes (copied, not computed: "5 * 1 = 5" does not fire).
 
     Score: 1 / (distinct numbers in the question), the chance of guessing it by copying one.
     """
+    if row["status"] != "correct" or row["extracted"] is None:
+        return None
     ans = _number(normalize_answer(row["extracted"]))
     if ans is None:
         return None
     nums = [v for v in (_number(m) for m in _NUM.findall(row["question"])) if v is not None]
     distinct = sorted(set(nums))
-    if ans not in distinct:
+    if ans not in distinct or computes(row["completion"], ans):
         return None
     shown = ", ".join(f"{v:g}" for v in distinct[:12])
     return Hit(1.0 / len(distinct), f"answer {ans:g} is one of the question's numbers [{shown}]")
@@ -247,7 +260,7 @@ def answer_repetition(row: dict, opts: FlagOptions) -> Hit | None:
     count. Score: the count.
     """
     text = row["completion"]
-    stated = Counter(normalize_answer(c.answer) for c in candidates(text))
+    stated = Counter(normalize_answer(a) for a in stated_answers(text))
     if stated:
         ans, n = stated.most_common(1)[0]
         if n >= opts.answer_repetition_min:
@@ -260,15 +273,17 @@ def answer_repetition(row: dict, opts: FlagOptions) -> Hit | None:
     return None
 
 
-@register("repetition_loop", kind="degeneracy", where="length(completion) >= 6 * {opts.loop_min_words}")
+# prefilter: loop_min_words words need at least that many characters and a space between each two
+@register("repetition_loop", kind="degeneracy", where="length(completion) >= 2 * {opts.loop_min_words} - 1")
 def repetition_loop(row: dict, opts: FlagOptions) -> Hit | None:
     """The text loops: few distinct word 4-grams, or text that compresses to almost nothing.
 
     Fires when distinct 4-grams / all 4-grams < ``loop_max_distinct_ratio`` (with at least
-    ``loop_min_words`` words), or zlib shrinks 200+ characters below 15 %. Score: 1 - distinct ratio.
+    ``loop_min_words`` words; a word holding a digit counts as ``#``, so "She has 72 stickers.
+    She has 720 stickers. ..." loops), or zlib shrinks 200+ characters below 15 %. Score: 1 - distinct ratio.
     """
     text = row["completion"]
-    words = text.split()
+    words = ["#" if any(ch.isdigit() for ch in w) else w for w in text.split()]
     if len(words) >= opts.loop_min_words:
         grams = Counter(tuple(words[i:i + 4]) for i in range(len(words) - 3))
         ratio = len(grams) / sum(grams.values())
@@ -286,11 +301,19 @@ def repetition_loop(row: dict, opts: FlagOptions) -> Hit | None:
 def multiple_answers(row: dict, opts: FlagOptions) -> Hit | None:
     """Several different final answers (boxes, '####' lines, "the answer is" phrases): hedging.
 
-    Score: the number of distinct answers (normalised as the grader does).
+    Answers are compared as the grader normalises them, then as numbers where they are
+    (``943 * 13 = 10,229`` and ``10229`` are one answer); a phrase of 4+ words that is not arithmetic is
+    not an answer. Score: the number of distinct answers.
     """
     seen: dict[str, str] = {}
-    for c in candidates(row["completion"]):
-        seen.setdefault(normalize_answer(c.answer), c.answer)
+    for a in stated_answers(row["completion"]):
+        if len(a.split()) > 3 and answer_value(a) is None:
+            # "2 * 6 = 12 bolts of blue fibre, so ...": the leading arithmetic is the answer; "Ana has 17 - Ana's
+            # friend's marbles now" is prose, not an answer
+            if not (m := LEADING.match(a)):
+                continue
+            a = m.group(1)
+        seen.setdefault(answer_key(a), a)
     if len(seen) < 2:
         return None
     shown = ", ".join(repr(a) for a in list(seen.values())[:6])
@@ -332,10 +355,20 @@ def sql_literal(text: str) -> str:
 
 
 def flag_kinds_sql() -> str:
-    """The registered detectors as a VALUES relation: flag, kind, description (the first line of its doc)."""
+    """The registered detectors as a VALUES relation: flag, kind, description (the first line of its doc), and the
+    precision and recall measured on the labelled set (``pipeline/annotate/flag_quality.yaml``; NULL if unmeasured)."""
+    from pipeline.annotate.quality import measured
+
+    figures = measured()
+
+    def num(flag: str, key: str) -> str:
+        v = figures.get(flag, {}).get(key)
+        return "NULL::DOUBLE" if v is None else f"{float(v)!r}::DOUBLE"
+
     rows = ", ".join(f"({sql_literal(d.name)}, {sql_literal(d.kind)}, "
-                     f"{sql_literal(d.doc.splitlines()[0].replace('``', '') if d.doc else '')})" for d in DETECTORS.values())
-    return f"SELECT * FROM (VALUES {rows}) t(flag, kind, description)"
+                     f"{sql_literal(d.doc.splitlines()[0].replace('``', '') if d.doc else '')}, "
+                     f"{num(d.name, 'precision')}, {num(d.name, 'recall')})" for d in DETECTORS.values())
+    return f"SELECT * FROM (VALUES {rows}) t(flag, kind, description, precision, recall)"
 
 
 def sql_hits_sql(detectors: Sequence[Detector], opts: FlagOptions, *, source: str) -> str:
@@ -380,3 +413,7 @@ def run_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detecto
             on_batch(len(rows))
         if out["flag"]:
             yield pa.RecordBatch.from_pydict(out, schema=sch)
+
+
+# detectors in their own modules register on import
+from pipeline.annotate import unsupported  # noqa: E402, F401

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline.bands import COLOURS
 from pipeline.io import atomic_write_bytes, atomic_write_text
 
 BINS = 10
@@ -34,9 +35,18 @@ def scatter_sql(source: str, max_points: int) -> str:
 
 
 def write_plots(con: duckdb.DuckDBPyConnection, source: str, out_dir: Path, *, suffix: str = "",
-                max_points: int = 5000) -> list[Path]:
-    """Write the two CSVs and two PNGs for the difficulty rows in relation ``source``."""
+                max_points: int = 5000, names: dict[str, str] | None = None) -> list[Path]:
+    """Write the two CSVs and two PNGs for the difficulty rows in relation ``source``.
+
+    ``names`` (policy_id -> name) labels the policies as ``name (policy_id)``: a ``policy`` column
+    in the CSVs (DVC's legends) and the PNG legends; an id without a name is shown alone.
+    """
+    import polars as pl
+
+    names = names or {}
+    label = pl.col("policy_id").map_elements(lambda p: f"{names[p]} ({p})" if p in names else p, return_dtype=pl.String)
     hist = con.sql(hist_sql(source)).pl()
+    hist = hist.with_columns(label.alias("policy")).select(["policy", *hist.columns])
     scatter = con.sql(scatter_sql(source, max_points)).pl()
     out_dir = Path(out_dir)
     paths = [out_dir / f"pass_rate_hist{suffix}.csv", out_dir / f"pass_rate_vs_tokens{suffix}.csv"]
@@ -51,8 +61,8 @@ def write_plots(con: duckdb.DuckDBPyConnection, source: str, out_dir: Path, *, s
 
     pngs = [out_dir / f"pass_rate_hist{suffix}.png", out_dir / f"pass_rate_vs_tokens{suffix}.png"]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    for pol in hist["policy_id"].unique(maintain_order=True).to_list():
-        h = hist.filter(hist["policy_id"] == pol)
+    for pol in hist["policy"].unique(maintain_order=True).to_list():
+        h = hist.filter(hist["policy"] == pol)
         ax.bar([b + 0.5 / BINS for b in h["pass_rate_bin"].to_list()], h["problems"].to_list(),
                width=0.9 / BINS, alpha=0.7, label=pol)
     ax.set_xlabel("pass rate")
@@ -64,8 +74,7 @@ def write_plots(con: duckdb.DuckDBPyConnection, source: str, out_dir: Path, *, s
     _save_png(fig, pngs[0])
 
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    colors = {"too_easy": "tab:blue", "learnable": "tab:green", "too_hard": "tab:orange", "unsolved": "tab:red"}
-    for band, color in colors.items():
+    for band, color in COLOURS.items():
         s = scatter.filter(scatter["band"] == band)
         if s.height:
             ax.scatter(s["mean_tokens"].to_list(), s["pass_rate"].to_list(), s=8, alpha=0.6, color=color, label=band)

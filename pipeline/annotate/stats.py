@@ -11,8 +11,8 @@ for comparison (tests check both against known values)::
     [0.056, 0.5916]
     >>> round(pass_at_k(8, 1, 4), 4)      # one success in 8: P(a group of 4 holds it)
     0.5
-    >>> round(grpo_advantage(1, 8), 4)    # sqrt(k - 1)
-    2.6458
+    >>> round(grpo_advantage(1, 8), 2)    # TRL's group normalisation (sample std): 7 / sqrt(8)
+    2.47
 """
 
 from __future__ import annotations
@@ -119,17 +119,25 @@ def learnability(c: int, n: int) -> float:
     return p * (1 - p)
 
 
-def grpo_advantage(c: int, n: int) -> float:
-    """The group-normalised advantage a correct sample gets in GRPO: (1 - p) / std, std = sqrt(p(1 - p)).
+TRL_STD_EPS = 1e-4  # TRL's GRPOTrainer: advantages = (r - mean) / (std + 1e-4)
 
-    One success in k gives sqrt(k - 1): the rarer the success, the larger the update toward it.
-    Zero when every sample is correct (no signal); undefined (nan) when none is.
+
+def grpo_advantage(c: int, n: int) -> float:
+    """The advantage a correct sample gets in TRL's GRPOTrainer (default ``scale_rewards="group"``).
+
+    TRL (trl/trainer/grpo_trainer.py, 1.16) normalises each group's rewards by their *sample*
+    standard deviation (``nanstd``, with Bessel's correction) plus 1e-4: for c successes in n,
+    (1 - p) / (sqrt(n p (1 - p) / (n - 1)) + 1e-4). One success in 8 gives 2.47 (the population
+    std would give sqrt(7) = 2.65). Zero when every sample is correct (no signal); undefined (nan)
+    when none is.
     """
     _check(c, n)
     if c == 0:
         return math.nan
     p = c / n
-    return 0.0 if c == n else math.sqrt((1 - p) / p)
+    if c == n:
+        return 0.0
+    return (1 - p) / (math.sqrt(n * p * (1 - p) / (n - 1)) + TRL_STD_EPS)
 
 
 def posterior_mass(c: int, n: int, lo: float, hi: float) -> float:

@@ -117,6 +117,7 @@ class Engine(ABC):
     root: Path = Path(".")
     startup_s: float = field(default=0.0, init=False)
     started: bool = field(default=False, init=False)
+    log_path: Path | None = field(default=None, init=False)  # where the engine's own log lines go, if a file
 
     def __post_init__(self) -> None:
         if not isinstance(self.options, self.Options):

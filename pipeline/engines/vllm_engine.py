@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
 from pipeline.config import Model
+from pipeline.engines import watchdog
 from pipeline.engines.registry import Engine, EngineError, Request, Sample
-from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env
+from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env, configure_logging, output_to, verbose
 
 
 class VLLMOptions(Model):
@@ -35,6 +37,7 @@ class VLLMOptions(Model):
     enforce_eager: bool = True
     max_queued: int = Field(256, gt=0, description="requests handed to the engine at once (>= max_num_seqs)")
     cache_root: str = Field("data/cache/vllm", description="VLLM_CACHE_ROOT, relative to the repository root")
+    log_file: str = Field("data/logs/vllm.log", description="vLLM's own log lines (on the terminal too with --verbose)")
     llm_kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to vllm.LLM as they are")
 
 
@@ -48,8 +51,10 @@ class VLLMEngine(Engine):
     def _start(self) -> None:
         opts: VLLMOptions = self.options
         configure_cpu_env(threads=opts.threads, kv_cache_gib=opts.kv_cache_gib, cache_root=self.root / opts.cache_root)
+        self.log_path = configure_logging(self.root / opts.log_file)
         try:
-            from vllm import LLM
+            with output_to(None if verbose() else self.log_path):  # vLLM prints platform notes at import
+                from vllm import LLM
         except ImportError as exc:
             raise EngineError(f"the vllm engine needs vLLM (pip install 'passband[cpu]' or '[gpu]'): {exc}") from exc
         kwargs: dict[str, Any] = {
@@ -60,17 +65,27 @@ class VLLMEngine(Engine):
             "max_num_seqs": opts.max_num_seqs,
             "enforce_eager": opts.enforce_eager,
         }
-        if self.model.path == self.model.model_id:  # a hub id: pin the revision
+        if self.model.path == self.model.model_id and not Path(self.model.path).is_dir():  # a hub id: pin the revision
             kwargs["revision"] = self.model.revision
         if _on_gpu():
             kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
         kwargs.update(opts.llm_kwargs)
-        self.llm = LLM(**kwargs)
+        before = watchdog.children()
+        try:
+            with output_to(None if verbose() else self.log_path):
+                self.llm = LLM(**kwargs)
+        except Exception as exc:  # the cause on the terminal, with the log lines that explain it
+            tail = "".join(f"\n{note}" for note in getattr(exc, "__notes__", []))
+            raise EngineError(f"vllm failed to start: {type(exc).__name__}: {exc} (full log: {self.log_path}){tail}") from exc
+        self._workers = watchdog.children() - before  # a killed worker fails the stream, not hangs it
         self.tokenizer = self.llm.get_tokenizer()
         self._ids = itertools.count()
 
     def _close(self) -> None:
         llm = self.__dict__.pop("llm", None)
+        if getattr(self, "_died", False):  # vLLM's shutdown would wait on the dead worker: end the others directly
+            watchdog.kill(self._workers)
+            return
         if llm is not None:
             shutdown = getattr(llm.llm_engine, "shutdown", None) or getattr(getattr(llm.llm_engine, "engine_core", None),
                                                                              "shutdown", None)
@@ -121,20 +136,28 @@ class VLLMEngine(Engine):
                 inflight[rid] = (req, i)
 
         try:
-            top_up()
-            while inflight:
-                for out in engine.step():
-                    if not out.finished or out.request_id not in inflight:
-                        continue
-                    req, i = inflight.pop(out.request_id)
-                    o = out.outputs[0]
-                    if o.finish_reason not in _FINISH:
-                        raise EngineError(f"vllm: request {req.id} sample {i} finished with {o.finish_reason!r}")
-                    yield Sample(req.id, i, req.seeds[i], o.text, len(o.token_ids), _FINISH[o.finish_reason])
-                top_up()
+            with watchdog.dies_with(getattr(self, "_workers", set()), engine="vllm"):
+                yield from self._steps(engine, inflight, top_up)
+        except watchdog.EngineDied:
+            inflight.clear()  # nothing to abort: the engine is gone
+            self._died = True
+            raise
         finally:
             if inflight:  # the consumer stopped early or something failed: leave the engine clean
                 engine.abort_request(list(inflight))
+
+    def _steps(self, engine, inflight: dict[str, tuple[Request, int]], top_up) -> Iterator[Sample]:
+        top_up()
+        while inflight:
+            for out in engine.step():
+                if not out.finished or out.request_id not in inflight:
+                    continue
+                req, i = inflight.pop(out.request_id)
+                o = out.outputs[0]
+                if o.finish_reason not in _FINISH:
+                    raise EngineError(f"vllm: request {req.id} sample {i} finished with {o.finish_reason!r}")
+                yield Sample(req.id, i, req.seeds[i], o.text, len(o.token_ids), _FINISH[o.finish_reason])
+            top_up()
 
 
 def _on_gpu() -> bool:

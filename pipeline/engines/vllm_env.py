@@ -19,8 +19,9 @@ Variables the user already set are left alone.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from pathlib import Path
 
 DEFAULT_KV_CACHE_GIB = 2
@@ -97,3 +98,89 @@ def configure_cpu_env(
             env[key] = value
             set_now[key] = value
     return set_now
+
+
+def verbose() -> bool:
+    """Engine logs on the terminal too: ``passband --verbose`` or ``PASSBAND_LOG_LEVEL=DEBUG``."""
+    return os.environ.get("PASSBAND_LOG_LEVEL", "").upper() == "DEBUG"
+
+
+def logging_config(log_file: Path, *, to_terminal: bool) -> dict:
+    """A ``logging.dictConfig`` for the ``vllm`` logger: INFO and up appended to ``log_file``, and to stderr when asked."""
+    fmt = {"format": "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"}
+    handlers = {"file": {"class": "logging.FileHandler", "filename": str(log_file), "mode": "a", "formatter": "plain",
+                         "encoding": "utf-8"}}
+    if to_terminal:
+        handlers["terminal"] = {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"}
+    return {"version": 1, "disable_existing_loggers": False, "formatters": {"plain": fmt}, "handlers": handlers,
+            "loggers": {"vllm": {"handlers": list(handlers), "level": "DEBUG" if to_terminal else "INFO",
+                                 "propagate": False}}}
+
+
+def configure_logging(log_file: Path, *, to_terminal: bool | None = None,
+                      environ: MutableMapping[str, str] | None = None) -> Path:
+    """Send vLLM's log lines (this process and the worker it spawns) to ``log_file``; return its path.
+
+    vLLM configures its ``vllm`` logger at import from ``VLLM_LOGGING_CONFIG_PATH``, a JSON
+    dictConfig: it is written beside the log and named there, so the worker process, which
+    imports vLLM afresh, logs to the same file. If vLLM is already imported here, the same
+    config is applied at once. ``to_terminal`` (default :func:`verbose`) also keeps them on stderr.
+    """
+    import json
+    import logging.config
+    import sys
+
+    from pipeline.io import atomic_write_text
+
+    env = os.environ if environ is None else environ
+    to_terminal = verbose() if to_terminal is None else to_terminal
+    log_file = Path(log_file).resolve()
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    cfg = logging_config(log_file, to_terminal=to_terminal)
+    cfg_path = log_file.with_suffix(".logging.json")
+    atomic_write_text(cfg_path, json.dumps(cfg, indent=1))
+    env["VLLM_CONFIGURE_LOGGING"] = "1"
+    env["VLLM_LOGGING_CONFIG_PATH"] = str(cfg_path)
+    if "vllm" in sys.modules and environ is None:
+        logging.config.dictConfig(cfg)
+    return log_file
+
+
+@contextlib.contextmanager
+def output_to(log_file: Path | None) -> Iterator[None]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2) to ``log_file`` inside the block.
+
+    For engine start-up: vLLM and the libraries under it also print without ``logging`` (weight
+    loading bars, compiler and platform notes), and the worker process it spawns inherits the
+    descriptors, so its output stays in the file after the block. ``None`` changes nothing.
+    On an error the last lines of the file are added to the exception's notes, so its cause
+    still reaches the terminal.
+    """
+    if log_file is None:
+        yield
+        return
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    except BaseException as exc:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        tail = Path(log_file).read_text(errors="replace").splitlines()[-15:]
+        exc.add_note(f"last lines of {log_file}:\n" + "\n".join(tail))
+        raise
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)

@@ -8,7 +8,7 @@ The folder::
     data/<config>/<split>-00000-of-00001.parquet   configs: default, one per band, reformulated
     exports/verl/<config>/<split>.parquet, exports/verl/reward.py
     exports/trl/<config>/<split>.parquet
-    exports/openrlhf/<config>/<split>.jsonl
+    exports/openrlhf/<config>/<split>.jsonl, exports/openrlhf/reward_func.py
     licenses/<kind>.LICENSE.txt   the sources' own license texts (MIT asks for them in every copy)
 
 Licenses come from the sources, never invented: ``publish.licenses`` maps a source *kind* to a
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -37,8 +36,9 @@ import pyarrow.parquet as pq
 import yaml
 
 from pipeline import __version__
+from pipeline.bands import LEARNABLE
 from pipeline.config import ConfigError, Params
-from pipeline.io import read_table
+from pipeline.io import follow_umask, read_table, swap_dirs
 from pipeline.keys import canonical_json
 from pipeline.publish import card as card_mod
 from pipeline.publish import exports as ex
@@ -69,7 +69,7 @@ class PublishResult:
     build: card_mod.BuildInfo
 
     def load_hint(self) -> str:
-        cfg = "learnable" if "learnable" in self.dataset.configs else DEFAULT_CONFIG
+        cfg = LEARNABLE if LEARNABLE in self.dataset.configs else DEFAULT_CONFIG
         return f'datasets.load_dataset("{self.folder}", "{cfg}")'
 
 
@@ -176,6 +176,7 @@ def read_inputs(params: Params, *, root: Path) -> Inputs:
                                   read_table(reform.dir("policies", root), name="policies")),
         reformulated_problems=read_table(reform.dir("problems", root), name="problems"),
         reformulated_difficulty=read_table(reform.dir("difficulty", root), name="difficulty"),
+        reformulated_rejects=read_table(reform.dir("rejects", root), name="rejects"),
     )
 
 
@@ -238,6 +239,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
             put_bytes(f"exports/openrlhf/{config}/{split}.jsonl", ex.openrlhf_jsonl(table).encode())
     if any(dataset.rows(c) for c in cfg.exports):
         put_bytes("exports/verl/reward.py", ex.VERL_REWARD.encode())
+        put_bytes("exports/openrlhf/reward_func.py", ex.OPENRLHF_REWARD.encode())
 
     items = _items_per_source(dataset)
     rows = []
@@ -288,12 +290,8 @@ def _items_per_source(dataset: Dataset) -> dict[str, int]:
 
 
 def _swap_in(staging: Path, target: Path) -> None:
-    """Replace ``target`` by ``staging`` with two renames (the old folder is removed afterwards)."""
-    old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
-        os.replace(target, old / target.name)
-    os.replace(staging, target)
+    """Replace ``target`` by ``staging`` in one atomic exchange (pipeline.io.swap_dirs); the old folder is removed after."""
+    old = swap_dirs(staging, target)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -315,8 +313,11 @@ def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
     info = build_info(root)
     target = root / params.paths.published
     target.parent.mkdir(parents=True, exist_ok=True)
+    for kind in ("new", "old"):  # a killed run's staging or old folder (publish runs under its lock)
+        for half in target.parent.glob(f".{target.name}.{kind}.*"):
+            shutil.rmtree(half, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.new."))
-    staging.chmod(0o755)
+    follow_umask(staging, directory=True)  # mkdtemp makes it owner-only
     try:
         files = write_folder(dataset, staging=staging, params=params, licenses=licenses,
                              template_label=template_label, build=info)

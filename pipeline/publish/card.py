@@ -14,13 +14,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
-import yaml
 
-from pipeline.publish.core import BANDS, COLUMNS, DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
+from pipeline.bands import BANDS, COLOURS, LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED, describe_ranges
+from pipeline.publish.core import COLUMNS, DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
 
 HISTOGRAM = "pass_rate_histogram.png"
 PLACEHOLDER_REPO = "ORG/NAME"
-_COLORS = {"too_easy": "#4c72b0", "learnable": "#55a868", "too_hard": "#dd8452", "unsolved": "#c44e52"}
 
 
 @dataclass(frozen=True)
@@ -113,12 +112,12 @@ def histogram_png(dataset: Dataset, *, spec: CardSpec) -> bytes:
         bins = [i / 20 for i in range(21)]
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
     data = [[r["pass_rate"] for r in rows if r["band"] == b] for b in BANDS]
-    ax.hist(data, bins=bins, stacked=True, label=list(BANDS), color=[_COLORS[b] for b in BANDS], edgecolor="white")
+    ax.hist(data, bins=bins, stacked=True, label=list(BANDS), color=[COLOURS[b] for b in BANDS], edgecolor="white")
     for edge in (spec.learnable_min, spec.learnable_max):
         ax.axvline(edge, color="black", linestyle="--", linewidth=0.8)
     ax.set_xlabel(f"pass rate under {dataset.primary['name']}")
     ax.set_ylabel("problems")
-    ax.set_title(f"{len(rows)} problems; dashed: learnable band [{spec.learnable_min}, {spec.learnable_max}]")
+    ax.set_title(f"{len(rows)} problems; dashed: {LEARNABLE} band [{spec.learnable_min}, {spec.learnable_max}]")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
@@ -150,6 +149,23 @@ def _policy_section(dataset: Dataset) -> str:
     return _table(["", ""], rows)
 
 
+def _drift_section(dataset: Dataset, others: list[dict]) -> list[str]:
+    """Per other policy, the band transition matrix from the primary policy (rows) to it (columns), over the
+    default config's items both measured (``passband drift`` computes the same with credible changes)."""
+    p = dataset.primary
+    out = []
+    for q in others:
+        matrix = {f: dict.fromkeys(BANDS, 0) for f in BANDS}
+        for table in dataset.configs[DEFAULT_CONFIG].values():
+            for measured in table.column("difficulty").to_pylist():
+                by_id = {d["policy_id"]: d["band"] for d in measured}
+                if p["policy_id"] in by_id and q["policy_id"] in by_id:
+                    matrix[by_id[p["policy_id"]]][by_id[q["policy_id"]]] += 1
+        out += [f"Band transitions `{p['name']}` (rows) -> `{q['name']}` (columns):", "",
+                _table(["", *BANDS], [[f"`{f}`", *(matrix[f][t] for t in BANDS)] for f in BANDS]), ""]
+    return out
+
+
 def _counts_section(dataset: Dataset) -> str:
     counts = dataset.band_counts(DEFAULT_CONFIG)
     reform = dataset.band_counts(REFORMULATED_CONFIG)
@@ -162,9 +178,43 @@ def _counts_section(dataset: Dataset) -> str:
     return _table(header, rows)
 
 
+def _flags_section(dataset: Dataset) -> str:
+    """Each flag's mean rate over the published items next to its precision and recall on labelled completions."""
+    from pipeline.annotate.flags import DETECTORS
+    from pipeline.annotate.quality import measured
+
+    rates: dict[str, list[float]] = {}
+    for table in dataset.configs[DEFAULT_CONFIG].values():
+        for entries in table.column("flag_rates").to_pylist():
+            for e in entries:
+                rates.setdefault(e["flag"], []).append(e["rate"])
+    figures = measured()
+
+    def fmt(x) -> str:
+        return "—" if x is None else f"{x:.2f}"
+
+    rows = [[f"`{name}`", d.kind, f"{sum(rates[name]) / len(rates[name]):.4f}" if rates.get(name) else "—",
+             fmt(figures.get(name, {}).get("precision")), fmt(figures.get(name, {}).get("recall"))]
+            for name, d in DETECTORS.items()]
+    return _table(["flag", "kind", "mean rate", "precision", "recall"], rows)
+
+
+def _reformulation_section(dataset: Dataset) -> str:
+    """Per method: hard parents tried and those whose reformulation is published (re-measured in the kept bands)."""
+    if not dataset.reformulation:
+        return "No reformulations (the reformulation loop has not run)."
+    rows = [[f"`{m}`", c["parents_tried"], c["parents_with_learnable_child"],
+             f"{100 * c['parents_with_learnable_child'] / c['parents_tried']:.0f} %" if c["parents_tried"] else "n/a"]
+            for m, c in dataset.reformulation.items()]
+    return ("Hard parents (too hard for the primary policy) that got a reformulation re-measured in the published "
+            "bands, per method (`(any)`: by some method). Each `reformulated` row names its `parent_id`, `method`, "
+            "`rung` and `writer`, and carries its own measured band.\n\n"
+            + _table(["method", "hard parents tried", "with a published child", "share"], rows))
+
+
 def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, str]], exports: list[str],
                      private: bool) -> str:
-    cfg = "learnable" if "learnable" in files else DEFAULT_CONFIG
+    cfg = LEARNABLE if LEARNABLE in files else DEFAULT_CONFIG
     exports = [c for c in exports if c in files]
     ex = cfg if cfg in exports else (exports[0] if exports else None)
     out = [
@@ -188,13 +238,14 @@ def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, 
         out += [
             "### TRL (GRPO)",
             "",
-            "`solution` holds the gold in `$...$`, the column `trl.rewards.accuracy_reward` reads; GRPOTrainer passes every",
-            "extra column (pass_rate, band, ...) to reward functions as keyword arguments.",
+            "`answer` holds the gold that passband's reward (`pipeline.rewards.accuracy_reward`, the verifier the bands",
+            "came from; `pip install passband`) reads, `solution` the gold in `$...$` that `trl.rewards.accuracy_reward`",
+            "reads; GRPOTrainer passes every extra column (pass_rate, band, ...) to reward functions as keyword arguments.",
             "",
             "```python",
             "from datasets import load_dataset",
             "from trl import GRPOConfig, GRPOTrainer",
-            "from trl.rewards import accuracy_reward",
+            "from pipeline.rewards import accuracy_reward",
             "",
             f'train = load_dataset("{repo}", data_files="exports/trl/{ex}/train.parquet", split="train")',
             'trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", reward_funcs=accuracy_reward,',
@@ -206,7 +257,7 @@ def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, 
             "",
             "The fields of verl's *Prepare Data for Post-Training*: `data_source` (`passband/<source>`), `prompt`,",
             "`ability`, `reward_model` `{style: rule, ground_truth}` and `extra_info` (split, index, difficulty fields).",
-            "verl's built-in scorer does not know `passband/*` sources: use the shipped math-verify reward.",
+            "verl's built-in scorer does not know `passband/*` sources: use the shipped reward (passband's verifier).",
             "",
             "```bash",
             f"hf download {repo} --repo-type dataset --local-dir passband-data",
@@ -223,7 +274,7 @@ def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, 
             "python -m openrlhf.cli.train_ppo_ray \\",
             f"  --prompt_data passband-data/exports/openrlhf/{ex}/train.jsonl \\",
             "  --input_key input --label_key label --apply_chat_template \\",
-            "  --remote_rm_url reward_func.py  # reward_func(queries, prompts, labels): labels are the golds",
+            "  --remote_rm_url passband-data/exports/openrlhf/reward_func.py  # passband's verifier; labels are the golds",
             "```",
             "",
         ]
@@ -242,9 +293,11 @@ def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, 
 
 def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[str, list[str]], spec: CardSpec,
            build: BuildInfo, private: bool) -> str:
-    """The whole README.md: YAML header, then the body."""
+    """The whole README.md: YAML header (huggingface_hub's DatasetCardData), then the body."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
     repo = spec.repo_id or PLACEHOLDER_REPO
-    header = yaml.safe_dump(metadata(dataset, files=files, spec=spec), sort_keys=False, allow_unicode=True)
+    header = DatasetCardData(**metadata(dataset, files=files, spec=spec)).to_yaml()
     p = dataset.primary
     others = [q for q in dataset.policies if q["policy_id"] != p["policy_id"]]
     licenses = [[f"`{s}`", k, f"`{lic}`", n, f"[{f}]({f})" if f else "—"] for s, k, lic, n, f in spec.source_licenses]
@@ -270,6 +323,10 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
            + ", ".join(f"{b} {n}" for b, n in sorted(dataset.dropped_bands.items())) if dataset.dropped_bands else "")
         + ".",
         "",
+        "## Reformulations",
+        "",
+        _reformulation_section(dataset),
+        "",
         "## Policy",
         "",
         _policy_section(dataset),
@@ -280,19 +337,34 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         *(["Other policies measured on these items (their numbers are in the `difficulty` column):", "",
            _table(["name", "policy_id", "model", "revision", "prompt"],
                   [[q["name"], f"`{q['policy_id']}`", q["model"], f"`{q['revision']}`",
-                    f"{q['prompt_template']} v{q['prompt_version']}"] for q in others]), ""] if others else []),
+                    f"{q['prompt_template']} v{q['prompt_version']}"] for q in others]), "",
+           *_drift_section(dataset, others)] if others else []),
         "## Bands",
         "",
-        f"An item's band is that of its observed pass rate: `unsolved` no correct rollout; `too_hard` below "
-        f"{spec.learnable_min}; `learnable` {spec.learnable_min} to {spec.learnable_max}; `too_easy` above {spec.learnable_max}.",
+        f"An item's band is that of its observed pass rate: `{UNSOLVED}` no correct rollout; `{TOO_HARD}` below "
+        f"{spec.learnable_min}; `{LEARNABLE}` {spec.learnable_min} to {spec.learnable_max}; `{TOO_EASY}` above "
+        f"{spec.learnable_max}.",
         "`band_confidence` is the posterior probability (Jeffreys prior) that the *true* pass rate lies in the band's range:",
-        f"unsolved [0, {spec.unsolved_max}), too_hard [{spec.unsolved_max}, {spec.learnable_min}), learnable "
-        f"[{spec.learnable_min}, {spec.learnable_max}], too_easy ({spec.learnable_max}, 1].",
+        f"{describe_ranges(spec)}.",
         "Items per band under the primary policy:",
         "",
         _counts_section(dataset),
         "",
         f"![pass-rate histogram]({HISTOGRAM})",
+        "",
+        "## Shortcut flags",
+        "",
+        "Per rollout, passband flags successes that may not come from solving (`shortcut`), the rare successes GRPO",
+        "amplifies (`risk`) and degenerate text (`degeneracy`); `flag_rates` holds each item's rates. Mean rate over",
+        "the items here, next to each flag's precision and recall measured on labelled real completions of the",
+        "embedded model (passband's docs/flags.md):",
+        "",
+        _flags_section(dataset),
+        "",
+        "`unsupported_answer` marks a success GRPO would reward although its working is wrong: a false step",
+        "(`21 - 15 = 3`), no true computation that gives the answer, or working that never uses some number of the",
+        "question (`19 + 20 = 39` where 4 bags of 10 are needed too). Training on it teaches the policy that the",
+        "working does not matter; drop or down-weight items whose correct rollouts carry it.",
         "",
         "## How to load",
         "",
@@ -323,7 +395,7 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         "the exact inputs, parameters and outputs of the tables this folder was built from.",
         "",
     ]
-    return f"---\n{header}---\n\n" + "\n".join(body)
+    return str(DatasetCard(f"---\n{header}\n---\n\n" + "\n".join(body)))
 
 
 _EMPTY = " (empty, so not declared: 🤗 datasets cannot load a config without rows)"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from pipeline.bands import LEARNABLE
 from pipeline.options import with_params
 from pipeline.publish import read_build_info, run
 
@@ -30,16 +31,14 @@ def command(*, params, root) -> None:
     ds = result.dataset
     folder = _shown(result.folder)
     click.echo(f"publish: {folder} ({len(result.files)} files), primary policy {ds.primary['name']} ({ds.primary['policy_id']})")
-    for config in ds.configs:
-        splits = ", ".join(f"{s} {t.num_rows}" for s, t in ds.configs[config].items())
-        click.echo(f"  {config}: {ds.rows(config)} rows ({splits})")
+    click.echo("  rows: " + "; ".join(
+        f"{config} {ds.rows(config)} (" + ", ".join(f"{s} {t.num_rows}" for s, t in splits.items()) + ")"
+        for config, splits in ds.configs.items()))
     if ds.unmeasured or ds.unmeasured_reformulated:
         click.echo(f"  not published: {ds.unmeasured} problems and {ds.unmeasured_reformulated} reformulations "
                    "without a measurement by the primary policy")
-    cfg = "learnable" if "learnable" in ds.configs else "default"
-    click.echo("load it:")
-    click.echo(f'  python -c \'import datasets; print(datasets.load_dataset("{folder}", "{cfg}"))\'')
-    click.echo("push it:  passband push --repo-id ORG/NAME [--dry-run] [--public]")
+    cfg = LEARNABLE if LEARNABLE in ds.configs else "default"
+    click.echo(f'  load it: datasets.load_dataset("{folder}", "{cfg}"); push it: passband push --repo-id ORG/NAME')
 
 
 @click.command()
@@ -68,8 +67,6 @@ def push(*, repo_id: str, dry_run: bool, public: bool, params, root) -> None:
         click.echo("dry run: nothing uploaded")
         return
     result = hub.push(folder, the_plan)
-    for path in result.deleted:
-        click.echo(f"  deleted stale {path}")
     click.echo(f"pushed: {result.commit_url}")
     rows = read_build_info(folder).get("rows", {})
-    click.echo(f'load it: datasets.load_dataset("{repo_id}", "{"learnable" if rows.get("learnable") else "default"}")')
+    click.echo(f'load it: datasets.load_dataset("{repo_id}", "{LEARNABLE if rows.get(LEARNABLE) else "default"}")')

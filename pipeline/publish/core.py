@@ -18,6 +18,7 @@ a train split.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -26,9 +27,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipeline.bands import BANDS, LEARNABLE
 from pipeline.errors import PassbandError
+from pipeline.schema import schema
 
-BANDS = ("too_easy", "learnable", "too_hard", "unsolved")
 DEFAULT_CONFIG = "default"
 REFORMULATED_CONFIG = "reformulated"
 UNKNOWN_LICENSE = "unknown"
@@ -37,21 +39,22 @@ SPLIT_KEY = "__split__"  # internal: the Hub split of a row, dropped before writ
 MESSAGE = pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())])
 FLAG_RATE = pa.struct([pa.field("flag", pa.string()), pa.field("rate", pa.float64())])
 
+
+
+def _declared(table: str, column: str, *, name: str | None = None) -> tuple[str, pa.DataType, bool, str]:
+    """A column as schemas/<table>.yaml declares it (type, nullability, description), optionally renamed."""
+    c = next(c for c in schema(table).columns if c.name == column)
+    return (name or c.name, c.arrow_type, c.nullable, c.description)
+
+
 # (name, type, nullable, description): one per measured quantity, shared by the per-policy struct
-# and the primary policy's top-level columns.
+# and the primary policy's top-level columns. Declared in schemas/difficulty.yaml, except flag_rates:
+# a map there, a list of {flag, rate} here (🤗 datasets has no map feature).
 _MEASURED: list[tuple[str, pa.DataType, bool, str]] = [
-    ("policy_id", pa.string(), False, "policy key (hash of model, revision, engine, sampling, prompt template)"),
-    ("verifier_id", pa.string(), False, "verifier configuration the verdicts came from"),
-    ("n", pa.int64(), False, "rollouts verified"),
-    ("n_correct", pa.int64(), False, "rollouts judged correct"),
-    ("pass_rate", pa.float64(), False, "n_correct / n"),
-    ("ci_low", pa.float64(), False, "lower end of the 95 % interval of the pass rate"),
-    ("ci_high", pa.float64(), False, "upper end of the 95 % interval of the pass rate"),
-    ("band", pa.string(), False, "too_easy | learnable | too_hard | unsolved"),
-    ("band_confidence", pa.float64(), False, "posterior probability that the true pass rate lies in the band"),
-    ("learnability", pa.float64(), False, "p(1-p): expected GRPO signal"),
+    *[_declared("difficulty", c) for c in ("policy_id", "verifier_id", "n", "n_correct", "pass_rate", "ci_low",
+                                           "ci_high", "band", "band_confidence", "learnability")],
     ("flag_rates", pa.list_(FLAG_RATE), False, "per shortcut/degeneracy flag, the share of rollouts it fired on"),
-    ("flagged_correct_rate", pa.float64(), True, "share of correct rollouts with at least one shortcut flag"),
+    _declared("difficulty", "flagged_correct_rate"),
 ]
 
 POLICY_DIFFICULTY = pa.struct(
@@ -59,17 +62,15 @@ POLICY_DIFFICULTY = pa.struct(
 )
 
 COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
-    ("problem_id", pa.string(), False, "problem key: hash of the normalised question"),
+    _declared("problems", "problem_id"),
     ("prompt", pa.list_(MESSAGE), False, "chat messages to train on (publish.prompt_template rendered)"),
-    ("question", pa.string(), False, "normalised question text"),
-    ("answer", pa.string(), False, "gold answer, a string math-verify parses (wrap it in $...$)"),
-    ("reference_solution", pa.string(), True, "the source's worked solution, when it has one"),
-    ("source", pa.string(), False, "source name in params.yaml (for reformulations: the method)"),
-    ("subject", pa.string(), True, "the source's subject label"),
-    ("level", pa.string(), True, "the source's own difficulty label"),
+    *[_declared("problems", c) for c in ("question", "answer")],
+    _declared("problems", "solution", name="reference_solution"),
+    *[_declared("problems", c) for c in ("source", "subject", "level")],
     ("license", pa.string(), False, "license of the item (of its parent, for a reformulation)"),
-    ("parent_id", pa.string(), True, "reformulations: the problem this one was rewritten from"),
-    ("method", pa.string(), True, "reformulations: the method (fobar, hint_prefix, ...)"),
+    *[_declared("problems", c) for c in ("parent_id", "method")],
+    ("rung", pa.string(), True, "reformulations: the ladder rung kept (hint fraction, backward question kind)"),
+    ("writer", pa.string(), True, "reformulations: who wrote it (rules, or the writing model)"),
     ("parent_pass_rate", pa.float64(), True, "reformulations: the parent's pass rate under the primary policy"),
     ("parent_band", pa.string(), True, "reformulations: the parent's band under the primary policy"),
     *[(n, t, nl, f"primary policy: {d}") for n, t, nl, d in _MEASURED],
@@ -93,6 +94,7 @@ class Inputs:
     policies: pa.Table
     reformulated_problems: pa.Table
     reformulated_difficulty: pa.Table
+    reformulated_rejects: pa.Table | None = None  # the parents a method made no child for (for the card's counts)
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ class Spec:
     bands: tuple[str, ...]
     licenses: Mapping[str, str]  # source name -> license id
     render: Callable[[str], list[dict[str, str]]]  # question -> chat messages
-    reformulated_bands: tuple[str, ...] = ("learnable",)  # a reformulation is kept only if re-measured here
+    reformulated_bands: tuple[str, ...] = (LEARNABLE,)  # a reformulation is kept only if re-measured here
 
 
 @dataclass
@@ -113,6 +115,8 @@ class Dataset:
     unmeasured_reformulated: int = 0  # reformulations not (yet) measured by the primary policy
     dropped_bands: dict[str, int] = field(default_factory=dict)  # measured but band not kept
     verifier_ids: list[str] = field(default_factory=list)
+    # method -> hard parents tried, and those with a published (re-measured) child
+    reformulation: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def rows(self, config: str) -> int:
         return sum(t.num_rows for t in self.configs[config].values())
@@ -238,6 +242,7 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
                 "license": _license(pid, everything, spec.licenses),
                 "parent_id": p["parent_id"],
                 "method": p["method"],
+                **_rung_writer(p),
                 "parent_pass_rate": parent_m["pass_rate"] if parent_m else None,
                 "parent_band": parent_m["band"] if parent_m else None,
                 **top,
@@ -268,6 +273,21 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
         configs[band] = by_split([r for r in kept_main if r["band"] == band])
     configs[REFORMULATED_CONFIG] = by_split(kept_reform)
     verifiers = sorted({r["verifier_id"] for r in primary_of.values() if r is not None})
+    tried: dict[str, set[str]] = {}
+    for r in reform.values():
+        tried.setdefault(r["method"], set()).add(r["parent_id"])
+    if inputs.reformulated_rejects is not None:
+        for r in inputs.reformulated_rejects.to_pylist():
+            if r["stage"] == "reformulate":
+                tried.setdefault(r["source"], set()).add(r["source_id"])
+    published: dict[str, set[str]] = {}
+    for r in kept_reform:
+        published.setdefault(r["method"], set()).add(r["parent_id"])
+    reformulation = {m: {"parents_tried": len(ps), "parents_with_learnable_child": len(published.get(m, ()))}
+                     for m, ps in sorted(tried.items())}
+    if tried:
+        reformulation["(any)"] = {"parents_tried": len(set().union(*tried.values())),
+                                  "parents_with_learnable_child": len(set().union(set(), *published.values()))}
     return Dataset(
         primary=primary,
         policies=[p for p in policies if p["policy_id"] in measured_ids],
@@ -276,4 +296,13 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
         unmeasured_reformulated=unmeasured_reform,
         dropped_bands=dict(dropped),
         verifier_ids=verifiers,
+        reformulation=reformulation,
     )
+
+
+def _rung_writer(problem: dict[str, Any]) -> dict[str, str | None]:
+    """A reformulation's rung and writer, from its metadata (None for main problems and older rows)."""
+    if not problem["parent_id"] or not problem["metadata"]:
+        return {"rung": None, "writer": None}
+    meta = json.loads(problem["metadata"])
+    return {"rung": meta.get("rung"), "writer": meta.get("writer")}

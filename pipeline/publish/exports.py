@@ -4,14 +4,16 @@
   Post-Training" page: ``data_source``, ``prompt`` (chat messages), ``ability``,
   ``reward_model = {style: "rule", ground_truth}`` and ``extra_info`` (split, index and the
   difficulty fields). ``data_source`` is ``passband/<source>``, which verl's built-in
-  ``default_compute_score`` does not know, so ``exports/verl/reward.py`` ships a
-  ``compute_score(data_source, solution_str, ground_truth, extra_info=None)`` (math-verify)
-  for ``custom_reward_function.path``.
-- **TRL** (``exports/trl/<config>/<split>.parquet``): ``prompt`` (conversational) plus
-  ``solution`` = the gold in ``$...$``, the column ``trl.rewards.accuracy_reward`` reads; every
-  extra column reaches a GRPO reward function as a keyword argument.
+  ``default_compute_score`` does not know, so ``exports/verl/reward.py`` ships
+  ``compute_score(data_source, solution_str, ground_truth, extra_info=None)`` (passband's own
+  verifier, :mod:`pipeline.rewards`) for ``custom_reward_function.path``.
+- **TRL** (``exports/trl/<config>/<split>.parquet``): ``prompt`` (conversational), ``answer`` (the
+  gold, what :func:`pipeline.rewards.accuracy_reward` reads) and ``solution`` = the gold in
+  ``$...$``, the column ``trl.rewards.accuracy_reward`` reads; every extra column reaches a GRPO
+  reward function as a keyword argument.
 - **OpenRLHF** (``exports/openrlhf/<config>/<split>.jsonl``): ``{"input": messages, "label": gold, ...}``
-  for ``--input_key input --label_key label --apply_chat_template``.
+  for ``--input_key input --label_key label --apply_chat_template``, with ``exports/openrlhf/reward_func.py``
+  (``reward_func(queries, prompts, labels)``, passband's verifier) for ``--remote_rm_url``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 
 import pyarrow as pa
 
+from pipeline import rewards
 from pipeline.publish.core import MESSAGE
 
 FORMATS = ("verl", "trl", "openrlhf")
@@ -57,6 +60,7 @@ VERL_SCHEMA = pa.schema([
 
 TRL_SCHEMA = pa.schema([
     pa.field("prompt", pa.list_(MESSAGE), nullable=False),
+    pa.field("answer", pa.string(), nullable=False),
     pa.field("solution", pa.string(), nullable=False),
     pa.field("problem_id", pa.string(), nullable=False),
     pa.field("source", pa.string(), nullable=False),
@@ -65,24 +69,9 @@ TRL_SCHEMA = pa.schema([
     pa.field("band_confidence", pa.float64(), nullable=False),
 ])
 
-# The reward function verl calls (custom_reward_function.path=exports/verl/reward.py, name=compute_score).
-VERL_REWARD = '''"""verl reward for passband exports: 1.0 when math-verify finds the completion's answer equal to the gold.
-
-Use: custom_reward_function.path=exports/verl/reward.py custom_reward_function.name=compute_score
-(needs `pip install math-verify`). The gold is parsed as passband parses it: wrapped in $...$.
-"""
-
-from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
-
-
-def compute_score(data_source, solution_str, ground_truth, extra_info=None):
-    gold = parse(ground_truth if "\\\\boxed" in ground_truth else f"${ground_truth}$",
-                 extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()])
-    if not gold:
-        return 0.0
-    answer = parse(solution_str, extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()])
-    return 1.0 if answer and verify(gold, answer) else 0.0
-'''
+# The reward files shipped beside the exports: thin imports of passband's verifier (pipeline.rewards).
+VERL_REWARD = rewards.VERL_REWARD_FILE  # exports/verl/reward.py: compute_score, compute_score_batch
+OPENRLHF_REWARD = rewards.OPENRLHF_REWARD_FILE  # exports/openrlhf/reward_func.py: reward_func
 
 
 _EXTRA_NAMES = tuple(f.name for f in EXTRA_INFO)

@@ -2,10 +2,11 @@
 
 The repo id is always given explicitly; the repo is created if missing (private unless
 publish.private is false or ``--public`` is passed). Every file of the folder goes up in a
-single ``create_commit`` whose message names the passband version and the dvc.lock digest the
-folder was built from (read from its build.json). Files a previous push left under the folders
-passband manages (``data/``, ``exports/``, ``licenses/``) and that the new build no longer has
-are deleted in the same commit, so the card's globs never pick up a stale shard.
+single commit (huggingface_hub's ``upload_folder``) whose message names the passband version and
+the dvc.lock digest the folder was built from (read from its build.json). Files a previous push
+left under the folders passband manages (``data/``, ``exports/``, ``licenses/``) and that the new
+build no longer has are deleted in the same commit (``upload_folder(delete_patterns=...)``), so
+the card's globs never pick up a stale shard.
 
 The token is huggingface_hub's own: ``HF_TOKEN`` or the user's ``hf auth login``. It is passed
 to the client in memory only; passband never prints, logs or writes it.
@@ -14,13 +15,15 @@ to the client in memory only; passband never prints, logs or writes it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.publish import BUILD_FILE, read_build_info
 from pipeline.publish.core import PublishError
 
 MANAGED = ("data/", "exports/", "licenses/")
+DELETE_PATTERNS = [f"{d}**" for d in MANAGED]  # remote files there that this upload lacks are deleted
+IGNORE_PATTERNS = [".*", "*/.*"]  # hidden entries stay local (as folder_files skips them)
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
 
@@ -37,7 +40,6 @@ class PushPlan:
 class PushResult:
     plan: PushPlan
     commit_url: str | None = None
-    deleted: list[str] = field(default_factory=list)
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -99,7 +101,7 @@ def resolve_token() -> str:
 
 def push(folder: Path, the_plan: PushPlan) -> PushResult:
     """Create the repo if needed and upload the folder in one commit."""
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
+    from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
     folder = Path(folder)
@@ -107,20 +109,16 @@ def push(folder: Path, the_plan: PushPlan) -> PushResult:
     repo = the_plan.repo_id
     try:
         api.create_repo(repo, repo_type="dataset", private=the_plan.private, exist_ok=True)
-        remote = set(api.list_repo_files(repo, repo_type="dataset"))
-        local = {path for path, _ in the_plan.files}
-        stale = sorted(p for p in remote - local if p.startswith(MANAGED))
-        operations = [CommitOperationDelete(path_in_repo=p) for p in stale]
-        operations += [CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(folder / p)) for p, _ in the_plan.files]
-        info = api.create_commit(repo, operations, commit_message=the_plan.commit_message,
-                                 commit_description=the_plan.commit_description, repo_type="dataset")
+        info = api.upload_folder(repo_id=repo, folder_path=folder, repo_type="dataset",
+                                 commit_message=the_plan.commit_message, commit_description=the_plan.commit_description,
+                                 ignore_patterns=IGNORE_PATTERNS, delete_patterns=DELETE_PATTERNS)
     except HfHubHTTPError as exc:  # one line, never the request headers
         raise PublishError(f"push to {repo} failed: {str(exc).splitlines()[0]}") from None
     except Exception as exc:
         if type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore") or isinstance(exc, OSError):
             raise PublishError(f"push to {repo} failed: cannot reach {api.endpoint}: {exc}") from None
         raise
-    return PushResult(the_plan, commit_url=str(info.commit_url), deleted=stale)
+    return PushResult(the_plan, commit_url=str(info.commit_url))
 
 
 __all__ = ["BUILD_FILE", "MANAGED", "PushPlan", "PushResult", "check_repo_id", "commit_message", "plan", "push"]

@@ -22,13 +22,16 @@ from typing import Any
 from pipeline.config import ConfigError, Params, SamplingConfig
 from pipeline.io import atomic_write_text, read_table, replace_dir, write_json
 from pipeline.keys import digest, sample_seed
+from pipeline.reformulate import fobar, hint_prefix, llm_backward  # noqa: F401  (each registers its method)
 from pipeline.reformulate.core import STAGE_REASONS, ReformulateResult, reformulate, select_parents
-from pipeline.reformulate.registry import METHODS, Reformulator, build, get_method
+from pipeline.reformulate.measure import EngineMeasure
+from pipeline.reformulate.registry import METHODS, Reformulator, build
 from pipeline.tablesets import table_set
 
 __all__ = ["METHODS", "STAGE_REASONS", "ReformulateResult", "reformulate", "run", "select_parents"]
 
 GENERATIONS_DIR = "generations"
+LADDER_DIR = "ladder"
 
 
 class CachedGenerator:
@@ -106,13 +109,14 @@ def build_methods(params: Params, *, root: Path, engine_factory: Callable[..., A
     methods = []
     for name in cfg.methods:
         opts = cfg.options.get(name, {})
-        if not get_method(name).needs_engine:
+        draft = build(name, opts, generate=lambda prompts: [], generator={})  # validates the options
+        if not draft.needs_engine:
             methods.append(build(name, opts))
             continue
-        draft = build(name, opts, generate=lambda prompts: [], generator={})  # validates the options
-        pname = getattr(draft.options, "policy", None) or _policy_names(params)[0]
+        pname = draft.options.writer  # type: ignore[attr-defined]
         if pname not in params.policies:
-            raise ConfigError(f"reformulate.options.{name}.policy: unknown policy {pname!r}; declared: {sorted(params.policies)}")
+            raise ConfigError(f"reformulate.options.{name}.writer: unknown policy {pname!r}; 'rules' or one of "
+                              f"{sorted(params.policies)}")
         pcfg = params.policies[pname]
         policy = resolve_policy(pname, pcfg, models_dir=root / params.paths.models)
         prompt = draft.prompt  # type: ignore[attr-defined]
@@ -127,9 +131,14 @@ def build_methods(params: Params, *, root: Path, engine_factory: Callable[..., A
     return methods
 
 
+def ladder_dir(params: Params, root: Path) -> Path:
+    return Path(root) / params.paths.reformulated / LADDER_DIR
+
+
 def run(params: Params, *, root: Path = Path("."), progress: bool = True,
         engine_factory: Callable[..., Any] | None = None) -> ReformulateResult:
     """The shell: main-set difficulty and problems in; the reformulated set's problems, rejects and metrics out."""
+    from pipeline.engines.registry import create_engine
     from pipeline.rollout.policy import resolve_policy
 
     t0 = time.perf_counter()
@@ -138,7 +147,8 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True,
     main, out = table_set(params, "main"), table_set(params, "reformulated")
     methods = build_methods(params, root=root, engine_factory=engine_factory)
     names = _policy_names(params)
-    policy_ids = [resolve_policy(n, params.policies[n], models_dir=root / params.paths.models).policy_id for n in names]
+    policies = [resolve_policy(n, params.policies[n], models_dir=root / params.paths.models) for n in names]
+    policy_ids = [p.policy_id for p in policies]
 
     difficulty = read_table(main.dir("difficulty", root), name="difficulty")
     problems = read_table(main.dir("problems", root), name="problems")
@@ -148,11 +158,25 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True,
         import sys
 
         print(f"reformulate: {len(parents)} hard parents x {len(methods)} methods", file=sys.stderr)
-    result = reformulate(parents, methods, existing_ids=set(problems.column("problem_id").to_pylist()))
+    judge = policies[0]  # the ladder measures on the first selection policy
+    measure = EngineMeasure(
+        policy=judge, k=params.rollout.k, verify_config=params.verify, bands=params.annotate.bands,
+        engine_options={**params.rollout.engine_options.get(judge.engine, {}), **judge.engine_options}, root=root,
+        engine_factory=engine_factory or create_engine, cache_file=ladder_dir(params, root) / f"{judge.policy_id}.jsonl",
+    )
+    try:
+        result = reformulate(parents, methods, existing_ids=set(problems.column("problem_id").to_pylist()),
+                             measure=measure, target_bands=cfg.target_bands)
+    finally:
+        measure.close()
     replace_dir(out.dir("problems", root), [("part-0", result.problems)], name="problems")
     generations_dir(params, root).mkdir(parents=True, exist_ok=True)  # a DVC output even when llm_backward is off
+    ladder_dir(params, root).mkdir(parents=True, exist_ok=True)
     replace_dir(out.dir("rejects", root), [("reformulate", result.rejects)], name="rejects")
     metrics = {**result.metrics(), "policies": dict(zip(names, policy_ids, strict=True)),
+               "ladder": {"policy": judge.name, "k": params.rollout.k, "target_bands": list(cfg.target_bands),
+                          "rungs_measured_now": measure.measured, "samples": measure.samples,
+                          "engine_startup_s": round(measure.startup_s, 3), "generate_s": round(measure.generate_s, 3)},
                "seconds": round(time.perf_counter() - t0, 3)}
     for m in methods:
         gen = m.generate

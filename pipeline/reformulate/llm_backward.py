@@ -23,6 +23,7 @@ import difflib
 import functools
 import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,9 +32,10 @@ from pydantic import Field
 
 from pipeline.config import ConfigError, Model
 from pipeline.keys import digest, normalize_question
+from pipeline.reformulate import backward_rules
 from pipeline.reformulate.fobar import backward_question, equals_answer
 from pipeline.reformulate.numerals import count_x, find_numbers, gold_text, has_variable_x, substitute_x, to_value
-from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Skip, register
+from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Rung, Skip, register
 
 PROMPT_FILE = Path(__file__).parent / "prompts" / "llm_backward.yaml"
 _OUTPUT = re.compile(r"^\s*(?P<num>-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*\n\s*Backward:\s*(?P<q>.+)$", re.S)
@@ -63,22 +65,34 @@ def load_prompt(path: Path = PROMPT_FILE) -> Prompt:
         raise ConfigError(f"llm_backward prompt {path}: {exc}") from None
 
 
+RULES = "rules"
+
+
 class LlmBackwardOptions(Model):
-    policy: str | None = Field(
-        None, description="policy (name in params.policies) whose engine writes; None: rollout.policies[0]"
+    writer: str = Field(
+        RULES, description="'rules' (the rule-based writer, no model) or a policy name in params.policies whose engine "
+                           "writes (an `openai` policy on a stronger model is the normal case)",
     )
     max_tokens: int = Field(192, gt=0)
     temperature: float = Field(0.0, ge=0, description="0: greedy, one deterministic attempt per parent")
     min_similarity: float = Field(0.85, ge=0, le=1, description="difflib ratio of the un-masked rewrite to the original")
 
 
+@functools.cache
+def rules_digest() -> str:
+    """A digest of the rule writer's code (the rules and the arithmetic they recompute with): its identity."""
+    from pipeline.reformulate import arithmetic
+
+    return digest("".join(Path(m.__file__).read_text(encoding="utf-8") for m in (backward_rules, arithmetic)))
+
+
 @register
 class LlmBackward(Reformulator):
     name = "llm_backward"
-    version = "1"
+    version = "2"
     Options = LlmBackwardOptions
-    needs_engine = True
     reasons: ClassVar[dict[str, str]] = {
+        **backward_rules.REASONS,
         "x_in_question": "the question already uses a variable x (not sent to the engine)",
         "too_few_numbers": "the question has fewer than two standalone numbers (not sent to the engine)",
         "unparseable_output": "the output is not 'NUMBER\\nBackward: QUESTION'",
@@ -91,12 +105,24 @@ class LlmBackward(Reformulator):
     }
 
     @property
+    def needs_engine(self) -> bool:  # type: ignore[override]
+        return self.options.writer != RULES
+
+    def ladder(self, parents: Sequence[Parent]) -> list[list[Rung]]:
+        """The rule writer's rungs per parent (input, then intermediates); an engine writer's one child."""
+        if self.needs_engine:
+            return super().ladder(parents)
+        return [backward_rules.rungs(p) for p in parents]
+
+    @property
     def prompt(self) -> Prompt:
         return load_prompt()
 
     def identity(self) -> dict[str, Any]:
         opts = self.options.model_dump(mode="json")
-        opts.pop("policy", None)  # the name is not the identity; the generator's policy_id is
+        if not self.needs_engine:
+            return {"writer": RULES, "rules": rules_digest()}
+        opts.pop("writer", None)  # the policy's name is not the identity; the generator's model and revision are
         p = self.prompt
         return {"options": opts, "prompt": [p.name, p.version, p.digest], "generator": self.generator}
 

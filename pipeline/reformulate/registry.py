@@ -63,6 +63,7 @@ class Skip:
 
 
 Outcome = Child | Skip
+Rung = tuple[str, Outcome]  # (label, what the method made for that rung)
 
 # prompts in, one completion per prompt out (the engine behind llm_backward)
 Generate = Callable[[list[str]], list[str]]
@@ -78,17 +79,27 @@ class Reformulator:
     reasons: ClassVar[dict[str, str]]
     Options: ClassVar[type[BaseModel]] = NoOptions
     needs_engine: ClassVar[bool] = False
+    # rungs are ordered by how much they help: a rung already too easy ends the ladder
+    monotone: ClassVar[bool] = False
 
     def __init__(self, options: BaseModel, *, generate: Generate | None = None, generator: dict[str, Any] | None = None):
+        self.options = options
         if self.needs_engine and generate is None:
             raise ConfigError(f"reformulation method {self.name!r} needs an engine to generate with")
-        self.options = options
         self.generate = generate
         self.generator = generator or {}
 
     def identity(self) -> dict[str, Any]:
         """Everything besides the code version that shapes the output."""
         return {"options": self.options.model_dump(mode="json")}
+
+    @property
+    def writer(self) -> str:
+        """Who wrote the children: ``rules`` for the deterministic methods, else the generating model."""
+        g = self.generator
+        if not g:
+            return "rules"
+        return f"{g.get('model')}@{str(g.get('revision'))[:19]} ({g.get('engine')})"
 
     @property
     def method_version(self) -> str:
@@ -100,6 +111,10 @@ class Reformulator:
 
     def one(self, parent: Parent) -> Outcome:
         raise NotImplementedError
+
+    def ladder(self, parents: Sequence[Parent]) -> list[list[Rung]]:
+        """Per parent, the rungs to measure, least help first (one rung, labelled ``1``, unless overridden)."""
+        return [[("1", out)] for out in self.reformulate(parents)]
 
     def skip(self, reason: str, detail: str) -> Skip:
         if reason not in self.reasons:
@@ -116,7 +131,6 @@ def register(cls: type[Reformulator]) -> type[Reformulator]:
 
 
 def get_method(name: str) -> type[Reformulator]:
-    _load_builtins()
     try:
         return METHODS[name]
     except KeyError:
@@ -135,6 +149,3 @@ def build(
     opts = parse_options(cls.Options, options, where=f"reformulate.options.{name}")
     return cls(opts, generate=generate, generator=generator)
 
-
-def _load_builtins() -> None:
-    from pipeline.reformulate import fobar, hint_prefix, llm_backward  # noqa: F401  (they register)

@@ -30,9 +30,17 @@ def command(*, params, root, progress: bool, set_name: str) -> None:
         f"rollout[{set_name}]: {result.samples} samples generated ({result.samples_existing} already there) "
         f"in {result.shards} shards, {result.tokens} tokens in {result.generate_s:.1f}s "
         f"({result.tokens_per_s:.1f} tok/s), engine start-up {result.startup_s:.1f}s"
+        + "".join(f"; engine log {_shown(log, root)}" for log in result.engine_logs)
     )
     for p in result.policies:
         click.echo(f"  {p.name}: {p.policy_id}")
+
+
+def _shown(path, root) -> str:
+    try:
+        return str(path.relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
 
 
 @click.command("prepare-model")

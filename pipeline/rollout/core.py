@@ -13,7 +13,7 @@ is done, while the engine keeps generating the next ones::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -50,12 +50,13 @@ def existing_keys(rollouts: pa.Table, policy_id: str) -> set[Key]:
     return set(zip(mine.column("problem_id").to_pylist(), mine.column("sample_idx").to_pylist(), strict=True))
 
 
-def plan(problems: pa.Table, *, k: int, existing: set[Key]) -> list[Work]:
-    """The missing samples ``0..k-1`` of every problem, in problem_id order."""
+def plan(problems: pa.Table, *, k: int | Mapping[str, int], existing: set[Key]) -> list[Work]:
+    """The missing samples ``0..k-1`` of every problem, in problem_id order (``k`` per problem_id: an adaptive round)."""
     work = []
     ids, questions = problems.column("problem_id").to_pylist(), problems.column("question").to_pylist()
     for pid, q in sorted(zip(ids, questions, strict=True)):
-        missing = tuple(i for i in range(k) if (pid, i) not in existing)
+        upto = k if isinstance(k, int) else k[pid]
+        missing = tuple(i for i in range(upto) if (pid, i) not in existing)
         if missing:
             work.append(Work(pid, q, missing))
     return work
@@ -103,7 +104,7 @@ def rollout(
     problems: pa.Table,
     *,
     policy: Policy,
-    k: int,
+    k: int | Mapping[str, int],
     existing: set[Key],
     engine: Engine,
     shard_size: int = 64,

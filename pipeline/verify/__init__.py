@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.config import Params
-from pipeline.io import read_table, shard_paths, write_json, write_table
+from pipeline.io import read_shard, read_table, shard_paths, write_json, write_table
 from pipeline.keys import digest
 from pipeline.tablesets import table_set
 from pipeline.verify.core import VerifyError, VerifyResult, gold_digest, verifier_id, verify
@@ -73,7 +73,7 @@ def _drop_verdicts(directory: Path, keys: pa.Table, vid: str) -> int:
     """Remove verifier ``vid``'s verdicts for ``keys`` from every shard under ``directory``; rows removed."""
     removed = 0
     for path in shard_paths(directory):
-        table = pq.read_table(path)
+        table = read_shard(path, name="verdicts")
         mine = pc.equal(table.column("verifier_id"), vid)
         kept = table.filter(mine).join(keys, keys=KEY, join_type="left anti").select(table.schema.names).cast(table.schema)
         dropped = (pc.sum(mine).as_py() or 0) - kept.num_rows

@@ -28,8 +28,6 @@ def command(*, params, root, set_name: str, progress: bool, retry_failed: bool) 
 
     result = run(params, root=root, set_name=set_name, progress=progress, retry_failed=retry_failed)
     m = result.metrics()
+    statuses = ", ".join(f"{status} {n}" for status, n in m["status"].items() if n)
     click.echo(f"verify[{set_name}]: {result.verdicts.num_rows} new verdicts ({result.verifier_id}), "
-               f"{result.checks} distinct checks, {result.restarts} worker restarts")
-    for status, n in m["status"].items():
-        if n:
-            click.echo(f"  {status}: {n}")
+               f"{result.checks} distinct checks, {result.restarts} worker restarts" + (f"; {statuses}" if statuses else ""))

@@ -1,0 +1,111 @@
+"""The ``unsupported_answer`` flag: a right final answer whose own working does not produce it.
+
+Every arithmetic statement in the completion (``a op b = c``, chains ``a + b = c + d = e``) is
+evaluated with exact rationals, after units, ``$``, thousands commas and LaTeX (``\\times``,
+``\\frac{}{}``, ...) are stripped; a side that still holds a backslash is read by sympy
+(latex2sympy2, math-verify's own parser) where it parses. A correct answer is flagged when
+
+1. the working holds a false statement (``21 - 15 = 3`` is false: 6), or
+2. no true statement of the working evaluates to the answer although the answer needs
+   computing (it is not one of the question's numbers): ``Ben * 4 = 16`` is not arithmetic,
+   and ``The answer is 16.`` alone is no working at all, or
+3. (``annotate.options.unsupported_setup``, on by default) the working never computes with some
+   number of the question: true arithmetic on the wrong quantities, ``19 + 20 = 39`` where the
+   problem needs 4 * 10 + 19 - 20 ("the working never computes with 4, 10 of the question"). A
+   step done in the head (``36 - 33 = 3`` for 21 + 15 - 33) counts as using 21 and 15.
+
+Real rows (SmolLM2-135M, 3-shot, synthetic set), each graded correct::
+
+    "Ana has 21 marbles. She buys 15 more and then gives 33 ..."  gold 3
+    " Ana has 21 - 15 = 3 marbles. The answer is 3."      -> "21 - 15 = 3 is false (6)"
+    "Ben has 4 pens. He buys 12 more. ..."  gold 16
+    " Ben * 4 = 16. The answer is 16."                    -> "no true computation gives 16 (Ben * 4 = 16 is not arithmetic)"
+    "Ben buys 4 bags with 10 eggs in each bag. He already had 19 eggs and then gives away 20. ..."  gold 39
+    " 19 + 20 = 39. The answer is 39."                    -> "the working never computes with 4, 10 of the question"
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+
+from pipeline.annotate.arith import NUM, Statement, answer_value, question_numbers, show, statements
+from pipeline.annotate.flags import FlagOptions, Hit, register
+
+
+@lru_cache(maxsize=65536)  # a group's k samples often repeat one text
+def check_working(completion: str, extracted: str | None, question: str, *, setup: bool = False) -> Hit | None:
+    """The ``unsupported_answer`` decision for one correct completion (see the module's doc).
+
+    ``setup``: also fire when the working's arithmetic never uses some of the question's numbers
+    (a wrong setup, such as ``19 + 20 = 39``), with the evidence naming them.
+    """
+    answer = answer_value(extracted)
+    if answer is None:
+        return None
+    stmts = statements(completion)
+    false = [s for s in stmts if s.ok is False]
+    if false:
+        shown = "; ".join(f"{s.text} is false ({show(s.lhs_value)})" for s in false[:3])
+        return Hit(float(len(false)), shown)
+    given = question_numbers(question)
+    if answer not in given and not any(s.ok and s.rhs_value == answer for s in stmts):
+        claims = [s for s in stmts if s.ok is None and (s.rhs_value == answer or _mentions(s.rhs, answer))]
+        why = f" ({claims[0].text} is not arithmetic)" if claims else (" (no working)" if not stmts else "")
+        return Hit(0.0, f"no true computation gives {show(answer)}{why}")
+    if setup and (unused := unused_numbers(stmts, given)):
+        shown = ", ".join(show(v) for v in sorted(unused))
+        return Hit(0.0, f"the working never computes with {shown} of the question")
+    return None
+
+
+def unused_numbers(stmts: list[Statement], given: frozenset[Fraction]) -> set[Fraction]:
+    """The question's numbers the working never computes with. An operand that is neither a number of the question
+    nor an earlier result, but two unused question numbers combined (36 for 21 + 15: a step done in the head), uses them."""
+    unused, results = set(given), set()
+    for s in stmts:
+        for m in NUM.findall(s.lhs):
+            v = Fraction(m)
+            if v in unused:
+                unused.discard(v)
+            elif v not in results:
+                pair = next(((a, b) for a in unused for b in unused if a != b and v in _combos(a, b)), None)
+                if pair:
+                    unused.difference_update(pair)
+        if s.ok and s.rhs_value is not None:
+            results.add(s.rhs_value)
+    return unused
+
+
+def _combos(a: Fraction, b: Fraction) -> set[Fraction]:
+    return {a + b, a - b, a * b} | ({a / b} if b else set())
+
+
+def _mentions(text: str, value: Fraction) -> bool:
+    return any(Fraction(m) == value for m in NUM.findall(text))
+
+
+# The commonest correct completion, "52 - 27 = 25. The answer is 25." with true arithmetic and every number of the
+# question an operand (or the setup check off), never fires: SQL decides it, so that only the other correct rows reach
+# Python (the stage streams every candidate row through it). tests/test_annotate_arith.py checks the two agree.
+_SHAPE = r"^\s*(\d{{1,9}}) ([-+*]) (\d{{1,9}}) = (\d{{1,12}})\. The answer is (\d{{1,12}})\.\s*$"
+_M = f"regexp_extract(completion, '{_SHAPE}', ['a', 'op', 'b', 'c', 'd'])"
+_QNUMS_SQL = "list_transform(regexp_extract_all(question, '-?[0-9][0-9,]*(?:[.][0-9]+)?'), lambda x: replace(x, ',', ''))"
+_N = {k: f"TRY_CAST({_M}.{k} AS HUGEINT)" for k in "abc"}
+SIMPLE_TRUE_SQL = (f"coalesce({_M}.c = {_M}.d AND {_N['c']} = CASE {_M}.op WHEN '+' THEN {_N['a']} + {_N['b']}"
+                   f" WHEN '-' THEN {_N['a']} - {_N['b']} WHEN '*' THEN {_N['a']} * {_N['b']} END, false)")
+
+
+@register("unsupported_answer", kind="shortcut", side="verdicts", scan="status = 'correct' AND extracted IS NOT NULL",
+          where=f"status = 'correct' AND extracted IS NOT NULL AND NOT ({SIMPLE_TRUE_SQL} AND (NOT {{opts.unsupported_setup}}"
+                f" OR list_has_all([{_M}.a, {_M}.b], {_QNUMS_SQL})))")
+def unsupported_answer(row: dict, opts: FlagOptions) -> Hit | None:
+    """A correct final answer that the completion's own working does not produce.
+
+    Every arithmetic statement is evaluated exactly: fires on a false one ("21 - 15 = 3 is false (6)"),
+    or when no true computation gives the answer although it is not a number of the question.
+    Score: the number of false statements (0 when the working is missing or not arithmetic).
+    """
+    if row.get("status") != "correct" or row.get("extracted") is None:  # the rule is whole without its SQL prefilter
+        return None
+    return check_working(row["completion"], row["extracted"], row["question"], setup=opts.unsupported_setup)

@@ -1,0 +1,84 @@
+"""One writer per stage and table set: an advisory lock file per (stage, set) under ``.passband/locks``.
+
+Every stage command takes its lock before reading anything (``with_params`` does it for the
+commands in :data:`WRITERS`); a second writer of the same stage refuses at once with the
+first one's pid, command and start time, instead of interleaving shards. The lock is an
+``flock`` on an open file, so the kernel releases it when its holder dies, SIGKILL included:
+a crashed run never leaves a lock to clean up. ``passband doctor --repair`` takes every lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pipeline.errors import PassbandError
+
+LOCK_DIR = ".passband/locks"
+# command -> does it take --set (its lock is per set)
+WRITERS = {"ingest": False, "prepare-model": False, "rollout": True, "verify": True, "annotate": True,
+           "reformulate": False, "publish": False, "catalog": False, "reformulate-report": False}
+
+
+class LockedError(PassbandError):
+    """Another process holds the lock."""
+
+
+def lock_name(command: str, set_name: str | None = None) -> str:
+    return f"{command}-{set_name}" if WRITERS.get(command) and set_name else command
+
+
+def _holder(path: Path) -> str:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return "another process"
+    return text or "another process"
+
+
+@contextlib.contextmanager
+def hold(root: Path, name: str, *, wait_s: float = 0.0) -> Iterator[Path]:
+    """Hold lock ``name`` of the repository at ``root``; wait up to ``wait_s`` seconds, then raise :class:`LockedError`."""
+    from pipeline.io import follow_umask
+
+    directory = Path(root) / LOCK_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockedError(
+                        f"stage {name} is already running in {Path(root).resolve()} ({_holder(path)}); "
+                        "wait for it to finish (a killed run releases the lock by itself), then re-run") from None
+                time.sleep(0.1)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        with contextlib.suppress(OSError):  # who holds it, for the next one's message (best effort: a full disk)
+            follow_umask(path)
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()}, `{' '.join(sys.argv[1:]) or name}`, since {stamp}\n".encode())
+        yield path
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def hold_all(root: Path) -> Iterator[None]:
+    """Every stage's lock (for ``passband doctor --repair``): no stage can write while it runs."""
+    from pipeline.tablesets import SETS
+
+    names = [lock_name(c, s) for c, per_set in WRITERS.items() for s in (SETS if per_set else (None,))]
+    with contextlib.ExitStack() as stack:
+        for n in names:
+            stack.enter_context(hold(root, n))
+        yield

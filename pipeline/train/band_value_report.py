@@ -1,0 +1,116 @@
+"""The band-value report: the measure/ tables and the training logs in, the arms' table and PNG out.
+
+Per policy (the base and each trained arm x seed), on the held-out items: mean pass rate with a
+95 % bootstrap interval over items, its change against the base (paired bootstrap over the same
+items), the bands the items fall in, and the flagged-correct rate (share of correct rollouts with
+at least one shortcut flag)::
+
+    | policy        | items | pass rate [95 % CI]  | vs base [95 % CI]      | flagged correct | bands ...
+    | base          |    60 | 0.412 [0.33, 0.49]   |                        | 0.031           |
+    | learnable-s0  |    60 | 0.455 [0.37, 0.54]   | +0.043 [+0.01, +0.08]  | 0.028           |
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BANDS = ("too_easy", "learnable", "too_hard", "unsolved")
+
+
+@dataclass(frozen=True)
+class ArmRow:
+    policy: str
+    arm: str | None  # None for the base policy
+    seed: int | None
+    policy_id: str
+    items: int
+    pass_rate: float
+    ci_low: float
+    ci_high: float
+    delta: float | None
+    delta_low: float | None
+    delta_high: float | None
+    flagged_correct_rate: float | None
+    bands: dict[str, int]
+
+
+def summarize(difficulty: list[dict[str, Any]], policies: dict[str, str], *, base: str,
+              runs: dict[str, tuple[str, int]], n_boot: int = 2000, seed: int = 0) -> list[ArmRow]:
+    """``policies``: name -> policy_id; ``runs``: trained policy name -> (arm, seed). Items every policy measured."""
+    by_policy: dict[str, dict[str, dict[str, Any]]] = {}
+    for d in difficulty:
+        by_policy.setdefault(d["policy_id"], {})[d["problem_id"]] = d
+    names = [base, *runs]
+    missing = [n for n in names if policies.get(n) not in by_policy]
+    if missing:
+        raise ValueError(f"no held-out measurement for {missing}; re-run the measure stage")
+    items = sorted(set.intersection(*(set(by_policy[policies[n]]) for n in names)))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(items), size=(n_boot, len(items)))
+    rates = {n: np.array([by_policy[policies[n]][p]["pass_rate"] for p in items]) for n in names}
+    out = []
+    for n in names:
+        r = rates[n]
+        boot = r[idx].mean(axis=1)
+        rows = [by_policy[policies[n]][p] for p in items]
+        n_correct = sum(x["n_correct"] for x in rows)
+        flagged = sum((x["flagged_correct_rate"] or 0.0) * x["n_correct"] for x in rows)
+        delta = dlo = dhi = None
+        if n != base:
+            diff = r - rates[base]
+            dboot = diff[idx].mean(axis=1)
+            delta, dlo, dhi = float(diff.mean()), *map(float, np.quantile(dboot, [0.025, 0.975]))
+        arm, s = runs.get(n, (None, None))
+        out.append(ArmRow(
+            policy=n, arm=arm, seed=s, policy_id=policies[n], items=len(items), pass_rate=float(r.mean()),
+            ci_low=float(np.quantile(boot, 0.025)), ci_high=float(np.quantile(boot, 0.975)),
+            delta=delta, delta_low=dlo, delta_high=dhi,
+            flagged_correct_rate=flagged / n_correct if n_correct else None,
+            bands={b: sum(1 for x in rows if x["band"] == b) for b in BANDS}))
+    return out
+
+
+def markdown(rows: list[ArmRow]) -> str:
+    head = ("| policy | arm | seed | items | held-out pass rate [95 % CI] | vs base [95 % CI] | flagged correct | "
+            + " | ".join(BANDS) + " |")
+    lines = [head, "|" + "---|" * (7 + len(BANDS))]
+    for r in rows:
+        delta = "" if r.delta is None else f"{r.delta:+.3f} [{r.delta_low:+.3f}, {r.delta_high:+.3f}]"
+        fc = "n/a" if r.flagged_correct_rate is None else f"{r.flagged_correct_rate:.3f}"
+        lines.append(f"| {r.policy} | {r.arm or 'base'} | {'' if r.seed is None else r.seed} | {r.items} | "
+                     f"{r.pass_rate:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] | {delta} | {fc} | "
+                     + " | ".join(str(r.bands[b]) for b in BANDS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """Left: training reward per step per run; right: held-out pass rate per policy with its interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pipeline.annotate.plots import _save_png
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, log in sorted(logs.items()):
+        a.plot([x["step"] for x in log], [x["reward"] for x in log], marker=".", label=name)
+    a.set(xlabel="GRPO step", ylabel="mean training reward", title="Training reward per step")
+    a.legend(fontsize=8)
+    xs = np.arange(len(rows))
+    mid = np.array([r.pass_rate for r in rows])
+    err = np.array([[r.pass_rate - r.ci_low for r in rows], [r.ci_high - r.pass_rate for r in rows]])
+    b.errorbar(xs, mid, yerr=err, fmt="o", capsize=4)
+    b.set_xticks(xs, [r.policy for r in rows], rotation=20, fontsize=8)
+    b.set(ylabel="held-out pass rate (95 % bootstrap CI)", title="Held-out pass rate per policy")
+    _save_png(fig, path)
+
+
+def to_json(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], seconds: dict[str, float]) -> str:
+    return json.dumps({"policies": [asdict(r) for r in rows], "train_logs": logs, "train_seconds": seconds},
+                      indent=1, sort_keys=True)

@@ -1,0 +1,143 @@
+"""GRPO with TRL on CPU: one arm of items in, a trained checkpoint and its per-step reward log out.
+
+The policy's own prompt template renders each question (the embedded 135M model only answers
+with its 3-shot prompt), TRL's ``GRPOTrainer`` samples ``num_generations`` completions per
+prompt and rewards them with :func:`pipeline.rewards.trl_reward` (passband's verifier). A
+completion ends at the first newline, TRL's stand-in for the policy's stop strings (``"\\nQ:"``,
+``"\\n\\n"``): every token containing a newline is an end-of-sequence token during training.
+TRL normalises advantages by the group's *sample* standard deviation (``scale_rewards="group"``)::
+
+    >>> result = train_arm(rows, model_dir="data/models/smollm2-135m-instruct", out_dir="ckpt",
+    ...                    config=GrpoConfig(steps=24, seed=0))                    # doctest: +SKIP
+    >>> result.log[0]     # {"step": 1, "reward": 0.31, "reward_std": 0.27, "loss": ..., "seconds": ...}
+
+The checkpoint folder is written whole (temp folder, then renamed); its ``revision`` is the sha256
+of its weight file, which makes it a policy snapshot passband can measure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.config import Model
+
+WEIGHTS = "model.safetensors"
+
+
+class GrpoConfig(Model):
+    """GRPO knobs for one arm (all of them decide the checkpoint)."""
+
+    steps: int = Field(24, gt=0, description="optimizer steps")
+    seed: int = 0
+    num_generations: int = Field(8, ge=2, description="completions per prompt (the GRPO group)")
+    prompts_per_step: int = Field(2, gt=0, description="prompts per optimizer step")
+    max_completion_tokens: int = Field(48, gt=0)
+    temperature: float = Field(0.8, gt=0)
+    learning_rate: float = Field(1e-5, gt=0)
+    beta: float = Field(0.0, ge=0, description="KL coefficient (0: no reference model, TRL's default)")
+    threads: int | None = Field(None, gt=0, description="torch threads (None: torch's default)")
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    checkpoint: Path
+    revision: str  # sha256:<digest of the weight file>
+    log: list[dict[str, Any]]  # one row per step: step, reward, reward_std, loss, frac_reward_zero_std, seconds
+    seconds: float
+
+
+def weights_digest(checkpoint: Path) -> str:
+    """``sha256:<hex>`` of the checkpoint's weight file: the revision of its policy snapshot."""
+    path = Path(checkpoint) / WEIGHTS
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: {checkpoint} is not a trained checkpoint; re-run its training stage")
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return f"sha256:{h.hexdigest()}"
+
+
+def newline_token_ids(tokenizer: Any) -> list[int]:
+    """Every token whose text contains a newline: the end of a one-line answer."""
+    vocab = tokenizer.get_vocab()
+    ids = sorted(vocab.values())
+    return [i for i, text in zip(ids, tokenizer.batch_decode([[i] for i in ids]), strict=True) if "\n" in text]
+
+
+def train_arm(rows: Sequence[dict[str, str]], *, model_dir: str | Path, out_dir: str | Path, config: GrpoConfig,
+              render: Any, verify_options: Any = None) -> TrainResult:
+    """Train ``model_dir`` with GRPO on ``rows`` (``question``, ``answer``); write the checkpoint to ``out_dir``.
+
+    ``render(question) -> str`` is the policy's prompt (its template, few-shot examples included).
+    """
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from pipeline.rewards import trl_reward
+
+    if not rows:
+        raise ValueError("train_arm needs at least one row")
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    eos = tokenizer.eos_token_id
+    saved_eos = model.generation_config.eos_token_id
+    model.generation_config.eos_token_id = [eos, *[i for i in newline_token_ids(tokenizer) if i != eos]]
+    data = Dataset.from_list([{"prompt": render(r["question"]), "answer": r["answer"]} for r in rows])
+    batch = config.prompts_per_step * config.num_generations
+    args = GRPOConfig(
+        output_dir=str(tmp / "trainer"), max_steps=config.steps, seed=config.seed, data_seed=config.seed,
+        per_device_train_batch_size=batch, num_generations=config.num_generations,
+        max_completion_length=config.max_completion_tokens, temperature=config.temperature, top_p=1.0,
+        learning_rate=config.learning_rate, beta=config.beta, logging_steps=1, save_strategy="no",
+        report_to="none", use_cpu=True, bf16=False, fp16=False, dataloader_num_workers=0,
+        disable_tqdm=True, log_completions=False,
+    )
+    reward = trl_reward(options=verify_options, workers=1)
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=reward, args=args, train_dataset=data)
+    t0 = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - t0
+    log = step_log(trainer.state.log_history)
+    # the newline stop is training's stand-in for the policy's stop strings: the checkpoint keeps the
+    # base model's generation config (vLLM would otherwise stop at every newline when measuring it)
+    trainer.model.generation_config.eos_token_id = saved_eos
+    trainer.save_model(str(tmp / "model"))
+    tokenizer.save_pretrained(str(tmp / "model"))
+    final = tmp / "model"
+    (final / "train_log.json").write_text(json.dumps({"config": config.model_dump(), "log": log,
+                                                      "seconds": round(seconds, 1)}, indent=1))
+    shutil.rmtree(tmp / "trainer", ignore_errors=True)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(final, out_dir)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return TrainResult(out_dir, weights_digest(out_dir), log, seconds)
+
+
+def step_log(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """TRL's log history as one row per optimizer step (the keys this experiment reports)."""
+    keys = {"reward": "reward", "reward_std": "reward_std", "loss": "loss",
+            "frac_reward_zero_std": "frac_reward_zero_std", "completions/mean_length": "mean_completion_tokens"}
+    rows = []
+    for h in history:
+        if "step" in h and "reward" in h:
+            rows.append({"step": int(h["step"]), **{v: h.get(k) for k, v in keys.items()}})
+    return rows

@@ -1,0 +1,70 @@
+"""The arithmetic reader behind unsupported_answer (pipeline/annotate/arith.py) and its SQL shortcut."""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import duckdb
+import pytest
+
+from pipeline.annotate.arith import answer_value, computes, evaluate, statements
+from pipeline.annotate.flags import DETECTORS, FlagOptions
+from pipeline.annotate.unsupported import check_working
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    (" Ana has 21 - 15 = 3 marbles.", [("21 - 15 = 3", False)]),
+    (" 4 bags * 10 eggs = 40 eggs. $40 + $19 = $59. 59 - 20 = 39.", [("4 * 10 = 40", True), ("40 +  19 = 59", True),
+                                                                   ("59 - 20 = 39", True)]),
+    (" 2 + 3 = 5 + 4 = 9", [("2 + 3 = 5 + 4", False), ("5 + 4 = 9", True)]),
+    (" 943 * 13 = 10,229.", [("943 * 13 = 10229", False)]),
+    (" 12 x 3 = 36", [("12 * 3 = 36", True)]),
+    (" Calculate 58 + 67 and you get 125.", [("58 + 67 = 125", True)]),
+    (" 10 / 3 = 3.33", [("10 / 3 = 3.33", True)]),
+    (" 10 / 3 = 3.2", [("10 / 3 = 3.2", False)]),
+    (r" $\frac{3}{4} \times 8 = 6$", [("((3)/(4)) * 8 = 6", True)]),
+    (r" $\sqrt{16} + 2 = 6$", [(r"\sqrt{16} + 2 = 6", True)]),
+    (" Ben * 4 = 16.", [("Ben * 4 = 16", None)]),
+    (" Total = 40. x = 5", []),
+    (" 20% of 50 = 10", [("20% * 50 = 10", True)]),
+    (" 3 dozen = 36 eggs. 2 hours = 120 minutes", [("3 = 36", None), ("2 = 120", None)]),  # conversions, not claims
+])
+def test_statements(text, want):
+    got = [(s.text, s.ok) for s in statements(text) if s.lhs != "…"]
+    assert got == want
+
+
+def test_evaluate_is_exact_and_bounded():
+    assert evaluate("1/3 + 1/6") == Fraction(1, 2)
+    assert evaluate("2^10") == 1024
+    assert evaluate("7^7^11") is None  # no giant powers
+    assert evaluate("5 / 0") is None and evaluate("Ben") is None and evaluate("") is None
+    assert answer_value("$1,200.") == 1200 and answer_value("12 apples") == 12 and answer_value(None) is None
+    assert computes(" 5 * 1 = 5.", 5) and not computes(" 5 * 1 = 6.", 6)
+
+
+@pytest.mark.parametrize("setup", [True, False])
+def test_the_sql_shortcut_decides_only_rows_the_python_check_passes(setup):
+    """unsupported_answer's SQL predicate leaves out the simple true shape; Python must agree on every such row."""
+    rng = random.Random(0)
+    rows = []
+    for _ in range(400):
+        a, b, op = rng.randint(0, 999), rng.randint(0, 999), rng.choice("+-*")
+        a, b = (max(a, b), min(a, b)) if op == "-" else (a, b)  # (a negative result is left to Python)
+        true = {"+": a + b, "-": a - b, "*": a * b}[op]
+        c = true if rng.random() < 0.6 else true + rng.choice([-1, 1, 10])
+        d = c if rng.random() < 0.9 else c + 1
+        question = rng.choice([f"What is {a} {op} {b}?", f"Tom has {a} pens and {rng.randint(1, 99)} cards. What is it?",
+                               "What is it?"])
+        rows.append(("correct", str(d), f" {a} {op} {b} = {c}. The answer is {d}.", question))
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (status VARCHAR, extracted VARCHAR, completion VARCHAR, question VARCHAR)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows)
+    opts = FlagOptions(unsupported_setup=setup)
+    where = DETECTORS["unsupported_answer"].where_sql(opts)
+    decided = con.execute(f"SELECT completion, extracted, question, NOT ({where}) FROM t").fetchall()
+    assert sum(d for *_, d in decided) > 100  # the shortcut is used
+    for completion, extracted, question, in_sql in decided:
+        if in_sql:
+            assert check_working(completion, extracted, question, setup=setup) is None, (completion, question)

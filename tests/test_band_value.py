@@ -1,0 +1,164 @@
+"""The band-value experiment's pure parts: the arms' draw, the measurement params, the report's numbers."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from pipeline.config import ConfigError, load_params
+from pipeline.train import band_value as bv
+from pipeline.train.band_value_report import markdown, summarize
+
+REPO = bv.Path(__file__).resolve().parent.parent
+EXPERIMENT = REPO / "experiments/band_value"
+
+
+def rows(prefix, n, band):
+    return [{"problem_id": f"{prefix}{i:02d}", "question": f"q {prefix}{i}", "answer": str(i), "band": band}
+            for i in range(n)]
+
+
+def configs():
+    learnable, too_hard = rows("l", 5, "learnable"), rows("h", 3, "too_hard")
+    unsolved, easy = rows("u", 4, "unsolved"), rows("e", 6, "too_easy")
+    return {"learnable": learnable, "too_hard": too_hard, "unsolved": unsolved,
+            "default": learnable + too_hard + unsolved + easy}
+
+
+ARMS = {"learnable": ["learnable"], "hard": ["too_hard", "unsolved"], "random": ["default"]}
+
+
+def test_arms_are_equal_disjoint_and_from_their_bands():
+    arms = bv.select_arms(configs(), arms=ARMS, size=None, seed=0)
+    assert list(arms) == ["learnable", "hard", "random"]
+    assert {len(a) for a in arms.values()} == {5}  # the smallest pool: learnable's 5
+    ids = [r["problem_id"] for a in arms.values() for r in a]
+    assert len(ids) == len(set(ids))
+    assert {r["band"] for r in arms["learnable"]} == {"learnable"}
+    assert {r["band"] for r in arms["hard"]} <= {"too_hard", "unsolved"}
+    # the random arm draws from what the other arms left of default: everything else here
+    assert {r["problem_id"] for r in arms["random"]} <= {r["problem_id"] for r in configs()["default"]} - set(ids[:10])
+    again = bv.select_arms(configs(), arms=ARMS, size=None, seed=0)
+    assert again == arms
+    other = bv.select_arms(configs(), arms=ARMS, size=3, seed=1)
+    assert {len(a) for a in other.values()} == {3}
+
+
+def test_an_empty_arm_is_an_error():
+    cfg = configs()
+    cfg["learnable"] = []
+    with pytest.raises(ConfigError, match="an arm has no items"):
+        bv.select_arms(cfg, arms=ARMS, size=None, seed=0)
+
+
+def test_experiment_config_loads_and_rejects_typos(tmp_path):
+    cfg = bv.load_config(EXPERIMENT / "band_value.yaml")
+    assert set(cfg.arms) == {"learnable", "hard", "random"} and cfg.seeds
+    raw = yaml.safe_load((EXPERIMENT / "band_value.yaml").read_text())
+    raw["grpo"]["stpes"] = 3
+    bad = tmp_path / "band_value.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="stpes"):
+        bv.load_config(bad)
+    bad.write_text("arms: [")
+    with pytest.raises(ConfigError, match="cannot read the experiment config"):
+        bv.load_config(bad)
+
+
+def test_measure_params_name_each_checkpoint_by_its_weights(tmp_path):
+    params = load_params(EXPERIMENT / "params.yaml")
+    cfg = bv.load_config(EXPERIMENT / "band_value.yaml")
+    for arm in cfg.arms:
+        for seed in cfg.seeds:
+            d = tmp_path / cfg.checkpoints_dir / bv.run_name(arm, seed)
+            d.mkdir(parents=True)
+            (d / "model.safetensors").write_bytes(arm.encode())
+    raw = bv.measure_params(params, cfg, root=tmp_path)
+    assert raw["rollout"]["sources"] == ["heldout"]
+    assert raw["rollout"]["policies"][0] == "smollm2-135m-3shot" and len(raw["rollout"]["policies"]) == 1 + 3 * len(cfg.seeds)
+    ckpt = raw["policies"]["hard-s0"]
+    assert ckpt["model"] == "data/checkpoints/hard-s0" and ckpt["revision"].startswith("sha256:")
+    assert ckpt["revision"] != raw["policies"]["learnable-s0"]["revision"]
+    assert ckpt["sampling"] == raw["policies"]["smollm2-135m-3shot"]["sampling"]
+    assert raw["paths"]["difficulty"] == "data/measure/difficulty" and raw["paths"]["problems"] == "data/problems"
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert load_params(path).rollout.sources == ["heldout"]
+
+
+def diff_row(pid, pol, n_correct, flagged=None, band="learnable"):
+    return {"problem_id": pid, "policy_id": pol, "pass_rate": n_correct / 8, "n_correct": n_correct,
+            "flagged_correct_rate": flagged, "band": band}
+
+
+def test_summary_pass_rate_delta_and_flags():
+    diff = [diff_row(f"p{i}", "B", 2) for i in range(10)]
+    diff += [diff_row(f"p{i}", "L", 4, flagged=0.5) for i in range(10)]
+    diff += [diff_row("p99", "L", 8)]  # measured by L only: not compared
+    rows = summarize(diff, {"base": "B", "learnable-s0": "L"}, base="base", runs={"learnable-s0": ("learnable", 0)},
+                     n_boot=200)
+    base, arm = rows
+    assert base.items == arm.items == 10
+    assert base.pass_rate == pytest.approx(0.25) and base.delta is None and base.flagged_correct_rate == 0.0
+    assert arm.pass_rate == pytest.approx(0.5) and arm.delta == pytest.approx(0.25)
+    assert arm.delta_low == pytest.approx(0.25) and arm.ci_low == pytest.approx(0.5)  # no spread: a point interval
+    assert arm.flagged_correct_rate == pytest.approx(0.5) and arm.bands["learnable"] == 10
+    table = markdown(rows)
+    assert "| learnable-s0 | learnable | 0 | 10 | 0.500 [0.500, 0.500] | +0.250 [+0.250, +0.250] | 0.500 |" in table
+    with pytest.raises(ValueError, match="no held-out measurement"):
+        summarize(diff, {"base": "B", "hard-s0": "H"}, base="base", runs={"hard-s0": ("hard", 0)})
+
+
+def test_experiment_stages_with_the_fake_engine(tmp_path):
+    """ingest -> rollout -> verify -> annotate -> publish -> arms -> measure -> report through the CLI,
+    the fake engine standing in for vLLM and two-byte files for the trained checkpoints (training is
+    covered by tests/test_train_grpo.py's real smoke run)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    raw = yaml.safe_load((EXPERIMENT / "params.yaml").read_text())
+    raw["paths"]["models"] = "data/models"
+    raw["policies"]["smollm2-135m-3shot"].update({"model": "fake-model", "revision": "r1", "engine": "fake"})
+    raw["rollout"]["engine_options"] = {"fake": {"correct_rate": 0.5}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    exp = yaml.safe_load((EXPERIMENT / "band_value.yaml").read_text())
+    exp["arm_size"] = 3
+    (tmp_path / "band_value.yaml").write_text(yaml.safe_dump(exp))
+    p = ["--params", str(tmp_path / "params.yaml")]
+
+    def run(*args):
+        res = CliRunner().invoke(cli, [*args, *p], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    for stage in (["ingest", "--no-progress"], ["rollout", "--no-progress"], ["verify", "--no-progress"],
+                  ["annotate", "--no-progress"], ["publish"]):
+        run(*stage)
+    out = run("band-value", "arms")
+    assert all(f"{a} 3" in out for a in ("learnable", "hard", "random")) and "Generating" not in out
+    arms = {a: bv.read_arm(tmp_path / f"data/arms/{a}.jsonl") for a in ("learnable", "hard", "random")}
+    assert {r["band"] for r in arms["hard"]} <= {"too_hard", "unsolved"}
+    trained = {r["problem_id"] for a in arms.values() for r in a}
+    for arm in arms:  # stand-ins for trained checkpoints: distinct weights, a two-step log
+        d = tmp_path / "data/checkpoints" / f"{arm}-s0"
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(arm.encode())
+        (d / "train_log.json").write_text(json.dumps({"log": [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}],
+                                                      "seconds": 1.0}))
+    run("band-value", "measure", "--no-progress")
+    out = run("band-value", "report")
+    table = (tmp_path / "data/report/band_value.md").read_text()
+    assert table in out and table.count("\n") == 2 + 4  # header, rule, base + three arms
+    report = json.loads((tmp_path / "data/report/band_value.json").read_text())
+    items = {r["items"] for r in report["policies"]}
+    assert len(items) == 1 and items.pop() > 0
+    assert (tmp_path / "data/report/band_value.png").read_bytes()[:4] == b"\x89PNG"
+    measured = load_params(tmp_path / "data/measure/params.yaml")
+    from pipeline.io import read_table
+
+    diff = read_table(tmp_path / measured.paths.difficulty, name="difficulty").to_pylist()
+    assert not trained & {d["problem_id"] for d in diff}  # held-out items were never trained on
+    assert len({d["policy_id"] for d in diff}) == 4

@@ -1,0 +1,171 @@
+"""The commands and outputs in README.md and docs/*.md that are marked for checking run, and match.
+
+Only blocks marked with an HTML comment on the line before them are checked, so pages without
+markers are left alone:
+
+- ``<!-- check: output -->`` before a ```bash block holding one ``passband ...`` command, followed
+  by a bare ``` block: the command runs (through the CLI, in the small catalog below) and its
+  output must equal the block, character for character.
+- ``<!-- check: runs -->`` before a ```sql or ```bash block: every query in it (the SQL block, or
+  each ``passband sql "..."``) runs on the small catalog; when a bare ``` block with a table
+  follows, its header must name the query's columns.
+
+The catalog is built from real completions of the embedded model (tests/data/embedded_completions.jsonl):
+their problems, verified by the verify stage and annotated by the annotate stage, in a temp dir.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from pipeline.catalog import query
+from pipeline.cli import cli
+from pipeline.config import load_params
+from pipeline.io import write_table
+from pipeline.keys import problem_id
+from pipeline.schema import schema
+
+REPO = Path(__file__).resolve().parent.parent
+MARKER = re.compile(r"^<!-- check: (output|runs) -->\n```(\w*)\n(.*?)```\n(?:```\n(.*?)```\n)?", re.M | re.S)
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    kind: str  # output | runs
+    lang: str
+    code: str
+    output: str | None
+
+    def __str__(self) -> str:
+        return f"{self.page}: {self.code.strip().splitlines()[0][:60]}"
+
+
+def pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def marked_blocks() -> list[Block]:
+    return [Block(str(p.relative_to(REPO)), m[1], m[2], m[3], m[4])
+            for p in pages() for m in MARKER.finditer(p.read_text())]
+
+
+def queries(block: Block) -> list[str]:
+    if block.lang == "sql":
+        return [block.code.strip()]
+    return [shlex.split(q)[0] for q in re.findall(r'^passband sql ("(?:[^"\\]|\\.)*")', block.code, flags=re.M | re.S)]
+
+
+def header(table: str) -> list[str]:
+    """Column names of a `passband sql` table (the first row between │ bars)."""
+    row = next(line for line in table.splitlines() if line.startswith("│"))
+    return [c.strip() for c in row.strip("│").split("┆")]
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("docs")
+    params = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
+              "policies": {"p": {"model": "embedded"}}, "rollout": {"policies": ["p"]},
+              "verify": {"workers": 2, "timeout_s": 2.0}}
+    (tmp / "params.yaml").write_text(yaml.safe_dump(params))
+    rows = [json.loads(line) for line in (REPO / "tests/data/embedded_completions.jsonl").read_text().splitlines()]
+    probs, rolls, seen = {}, [], {}
+    for r in rows:
+        pid = problem_id(r["question"])
+        probs.setdefault(pid, {"problem_id": pid, "source": r["source"], "source_id": pid, "question": r["question"],
+                               "answer": r["gold"], "n_duplicates": 0})
+        pol = f"pol_{r['style']}"
+        idx = seen.setdefault((pid, pol), [0])
+        rolls.append({"problem_id": pid, "policy_id": pol, "sample_idx": idx[0], "seed": idx[0], "completion": r["completion"],
+                      "n_tokens": r["n_tokens"], "finish_reason": r["finish_reason"]})
+        idx[0] += 1
+    write_table(schema("problems").from_rows(list(probs.values())), tmp / "data/problems/part-0.parquet", name="problems")
+    write_table(schema("rollouts").from_rows(rolls), tmp / "data/rollouts/part-0.parquet", name="rollouts")
+    pols = [{"policy_id": f"pol_{style}", "name": f"smollm2-{style}", "model": "HuggingFaceTB/SmolLM2-135M-Instruct",
+             "revision": "gguf", "engine": "vllm", "dtype": "float32", "temperature": 0.8, "top_p": 1.0, "top_k": -1,
+             "max_tokens": 48, "stop": [], "prompt_template": style, "prompt_version": "1", "prompt_digest": "d",
+             "chat": style != "fewshot", "identity": "{}"} for style in ("fewshot", "chat_boxed")]
+    write_table(schema("policies").from_rows(pols), tmp / "data/policies/part-0.parquet", name="policies")
+    from pipeline import annotate, verify
+
+    p = load_params(tmp / "params.yaml")
+    verify.run(p, root=tmp, progress=False)
+    annotate.run(p, root=tmp, progress=False)
+    return p, tmp
+
+
+def test_the_docs_have_checked_blocks():
+    blocks = marked_blocks()
+    assert {b.page for b in blocks} >= {"README.md", "docs/tables.md", "docs/configuration.md"}
+    assert sum(b.kind == "output" for b in blocks) >= 3
+    qs = [q for b in blocks if b.kind == "runs" for q in queries(b)]
+    assert any("rare_successes" in q for q in qs) and any("flagged_correct" in q for q in qs)
+
+
+def test_the_marker_is_required():
+    page = "Intro\n\n```sql\nSELECT nope FROM nowhere\n```\n\n<!-- check: runs -->\n```sql\nSELECT 1\n```\n"
+    assert [m[3] for m in MARKER.finditer(page)] == ["SELECT 1\n"]
+
+
+@pytest.mark.parametrize("block", [b for b in marked_blocks() if b.kind == "runs"], ids=str)
+def test_marked_queries_run(catalog, block):
+    params, root = catalog
+    qs = queries(block)
+    assert qs, f"{block}: a `check: runs` block with no query"
+    for sql in qs:
+        df = query(params, sql, root=root)
+        if block.output and len(qs) == 1:
+            assert header(block.output) == df.columns, block
+
+
+@pytest.mark.parametrize("block", [b for b in marked_blocks() if b.kind == "output"], ids=str)
+def test_marked_outputs_match(catalog, block):
+    _, root = catalog
+    assert block.output is not None, f"{block}: a `check: output` block needs the output block after it"
+    argv = shlex.split(block.code.strip())
+    assert argv[0] == "passband" and len(block.code.strip().splitlines()) == 1, block
+    res = CliRunner().invoke(cli, [*argv[1:], "--params", str(root / "params.yaml")])
+    assert res.output == block.output, f"{block}: the page shows\n{block.output}\nthe command printed\n{res.output}"
+
+
+def test_flag_kinds_follow_the_registry_and_drive_flagged_correct(catalog):
+    from pipeline.annotate.flags import DETECTORS
+
+    params, root = catalog
+    kinds = query(params, "SELECT flag, kind FROM flag_kinds", root=root)
+    assert dict(zip(kinds["flag"], kinds["kind"], strict=True)) == {n: d.kind for n, d in DETECTORS.items()}
+    # flagged_correct lists exactly the shortcut flags on correct problems' rollouts, never a risk/degeneracy flag
+    seen = query(params, "SELECT DISTINCT unnest(flags_seen) AS flag FROM flagged_correct", root=root)["flag"].to_list()
+    shortcuts = {n for n, d in DETECTORS.items() if d.kind == "shortcut"}
+    assert seen and set(seen) <= shortcuts
+
+
+def test_views_name_the_policies_next_to_their_ids(catalog):
+    params, root = catalog
+    for view in ("band_counts", "rare_successes", "flagged_correct"):
+        got = query(params, f"SELECT DISTINCT policy_id, policy FROM {view} ORDER BY 1", root=root).rows()
+        assert set(got) <= {("pol_chat_boxed", "smollm2-chat_boxed"), ("pol_fewshot", "smollm2-fewshot")}, view
+        assert got or view == "rare_successes", view  # no group of 3 samples has a rare success
+
+
+def test_views_see_the_annotations(catalog):
+    from pipeline.bands import BANDS
+
+    params, root = catalog
+    bands = query(params, "SELECT band, sum(problems) AS n FROM band_counts GROUP BY band", root=root)
+    diff = query(params, "SELECT band, count(*) AS n FROM difficulty GROUP BY band", root=root)
+    assert dict(zip(bands["band"], bands["n"], strict=True)) == dict(zip(diff["band"], diff["n"], strict=True))
+    assert len(diff) >= 3
+    order = query(params, "SELECT band FROM bands ORDER BY band_order", root=root)["band"].to_list()
+    assert order == list(BANDS)
+    statuses = set(query(params, "SELECT DISTINCT status FROM verdicts", root=root)["status"].to_list())
+    assert {"correct", "incorrect", "no_answer"} <= statuses
