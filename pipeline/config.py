@@ -166,6 +166,10 @@ class VerifyConfig(Model):
     extractors: list[str] = Field(default_factory=lambda: ["boxed", "gsm8k", "answer_is", "is_the_answer"], min_length=1,
                                   description="answer extractors, tried in order (pipeline/verify/extract.py)")
     raise_on_error: bool = Field(False, description="stop the stage on an `error` verdict instead of recording it")
+    executor: Literal["local", "ray"] = Field("local", description="ray: the checks as Ray tasks, chunk by chunk "
+                                                                   "(same bounds and verdicts; pipeline/verify/on_ray.py)")
+    ray_address: str | None = Field(None, description="executor ray: the cluster (None: RAY_ADDRESS, else a local Ray)")
+    ray_chunk_rows: int = Field(2000, gt=0, description="executor ray: rollouts per task")
 
 
 class BandsConfig(Model):

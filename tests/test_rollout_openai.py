@@ -153,3 +153,47 @@ def test_start_checks_the_served_model_and_waits_for_the_server():
     with pytest.raises(EngineError, match="no server at"):
         engine("http://127.0.0.1:9/v1", startup_timeout_s=0.5).start()
     assert time.monotonic() - t0 < 5
+
+
+# --- several servers (a fleet of `vllm serve` replicas) ------------------------------------------
+
+
+def _reqs(n: int, k: int) -> list[Request]:
+    return [Request(f"r{i}", Prompt(text="x"), seeds=tuple(100 * i + j for j in range(k)), sampling=SAMPLING)
+            for i in range(n)]
+
+
+def test_requests_are_spread_over_several_servers():
+    with Server(delay_s=0.02) as a, Server(delay_s=0.02) as b, engine([a.url, b.url], concurrency=4) as eng:
+        out = eng.generate(_reqs(6, 4))
+    assert [s.text for s in out] == [f" seed={100 * i + j}" for i in range(6) for j in range(4)]
+    assert a.posts + b.posts == 24 and a.posts >= 6 and b.posts >= 6  # least-loaded: both get a real share
+
+
+def test_a_failing_server_is_set_aside_and_its_requests_retried_on_another():
+    with (Server(script={i: 503 for i in range(100)}) as bad, Server() as good,
+          engine([bad.url, good.url], concurrency=2, max_retries=1, server_cooldown_s=60) as eng):
+        out = eng.generate(_reqs(5, 4))
+    assert len(out) == 20 and [s.text for s in out] == [f" seed={100 * i + j}" for i in range(5) for j in range(4)]
+    assert good.posts == 20 and bad.posts <= 2  # after its first failures it gets nothing during the cool-down
+    assert {s.url: s.failures for s in eng.servers}[bad.url.rstrip("/")] == bad.posts
+
+
+def test_every_server_failing_still_gives_up_naming_the_request_and_server():
+    with (Server(script={i: 503 for i in range(100)}) as a, Server(script={i: 500 for i in range(100)}) as b,
+          engine([a.url, b.url], max_retries=2) as eng,
+          pytest.raises(EngineError, match=r"request r0 sample 0 failed after 3 attempts \(last at http://127")):
+        eng.generate(_reqs(1, 1))
+    assert a.posts + b.posts == 3
+
+
+def test_servers_down_at_start_are_left_out_only_if_allowed():
+    dead = "http://127.0.0.1:9/v1"
+    with Server() as srv:
+        with pytest.raises(EngineError, match=r"1 of 2 servers up, 2 needed: openai: no server at http://127.0.0.1:9"):
+            engine([srv.url, dead], startup_timeout_s=0.3).start()
+        with engine([srv.url, dead], startup_timeout_s=0.3, min_servers=1) as eng:
+            assert len(eng.generate(_reqs(2, 2))) == 4
+        assert srv.posts == 4 and [s.url for s in eng.servers] == [srv.url] and "127.0.0.1:9" in eng.servers_down[0]
+    with pytest.raises(EngineError, match="a list of distinct URLs"):
+        engine([dead, dead]).start()

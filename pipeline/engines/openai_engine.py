@@ -10,6 +10,13 @@ errors, timeouts, 429 and 5xx. Any other error stops the run with the request na
       engine_options:
         openai: {base_url: "http://127.0.0.1:8000/v1", concurrency: 32}
 
+``base_url`` may be a list (a fleet of ``vllm serve`` replicas, no Ray needed): each sample goes
+to the healthy server with the fewest requests in flight. A server that fails a request
+(connection error, timeout, 429, 5xx) is set aside for ``server_cooldown_s`` and the retry goes to
+another one; a server that never answers at start is left out while ``min_servers`` remain::
+
+    openai: {base_url: ["http://gpu1:8000/v1", "http://gpu2:8000/v1"], concurrency: 64}
+
 ``top_k`` is sent only when set (!= -1); it is a vLLM/SGLang extension. The API key is read
 from the environment variable ``api_key_env`` (servers on loopback usually need none).
 """
@@ -24,6 +31,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -37,7 +45,12 @@ _FINISH = {"stop": "stop", "length": "length", "eos": "stop"}
 
 
 class OpenAIOptions(Model):
-    base_url: str = Field("http://127.0.0.1:8000/v1", description="server URL up to and including /v1")
+    base_url: str | list[str] = Field("http://127.0.0.1:8000/v1", description="server URL up to and including "
+                                                                            "/v1, or a list of them")
+    min_servers: int | None = Field(None, gt=0, description="with several base URLs: start with this many up "
+                                                            "(None: all of them)")
+    server_cooldown_s: float = Field(5.0, ge=0, description="with several base URLs: a server that failed a "
+                                                            "request gets none for this long")
     served_model: str | None = Field(None, description="the server's model name (default: the policy's model)")
     api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key, if any")
     concurrency: int = Field(32, gt=0, description="requests in flight at once")
@@ -53,9 +66,29 @@ class _Retryable(Exception):
     pass
 
 
+class _Down(EngineError):
+    pass
+
+
+@dataclass
+class _Server:
+    url: str
+    inflight: int = 0
+    posts: int = 0
+    failures: int = 0
+    down_until: float = 0.0
+
+
 class OpenAIEngine(Engine):
     name = "openai"
     Options = OpenAIOptions
+
+    @property
+    def urls(self) -> list[str]:
+        urls = [self.options.base_url] if isinstance(self.options.base_url, str) else list(self.options.base_url)
+        if not urls or len(set(urls)) != len(urls):
+            raise EngineError(f"engine_options.openai.base_url: one URL or a list of distinct URLs, got {urls!r}")
+        return [u.rstrip("/") for u in urls]
 
     @property
     def served_model(self) -> str:
@@ -66,10 +99,28 @@ class OpenAIEngine(Engine):
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def _start(self) -> None:
-        """Wait for ``GET /models`` to answer and check that it serves our model."""
+        """Wait for every server's ``GET /models`` to answer and check that it serves our model."""
         opts: OpenAIOptions = self.options
+        urls = self.urls
+        need = len(urls) if opts.min_servers is None else opts.min_servers
+        if need > len(urls):
+            raise EngineError(f"openai: min_servers is {need} but base_url lists {len(urls)}")
         deadline = time.monotonic() + opts.startup_timeout_s
-        url = opts.base_url.rstrip("/") + "/models"
+        up, down = [], []
+        for base in urls:
+            try:
+                self._wait_for(base, deadline)
+                up.append(base)
+            except _Down as exc:
+                down.append(str(exc))
+        if len(up) < need:
+            raise EngineError(f"openai: {len(up)} of {len(urls)} servers up, {need} needed: " + "; ".join(down))
+        self.servers = [_Server(u) for u in up]
+        self.servers_down = down
+
+    def _wait_for(self, base: str, deadline: float) -> None:
+        opts: OpenAIOptions = self.options
+        url = base + "/models"
         last: Exception | str = "no attempt"
         while True:
             try:
@@ -77,14 +128,14 @@ class OpenAIEngine(Engine):
                 if r.status_code == 200:
                     served = [m.get("id") for m in r.json().get("data", [])]
                     if self.served_model not in served:
-                        raise EngineError(f"openai: {opts.base_url} serves {served}, not {self.served_model!r} "
+                        raise EngineError(f"openai: {base} serves {served}, not {self.served_model!r} "
                                           f"(set engine_options.openai.served_model)")
                     return
                 last = f"HTTP {r.status_code}: {r.text[:200]}"
             except httpx.HTTPError as exc:
                 last = exc
             if time.monotonic() >= deadline:
-                raise EngineError(f"openai: no server at {url} after {opts.startup_timeout_s:.0f}s ({last})")
+                raise _Down(f"openai: no server at {url} after {opts.startup_timeout_s:.0f}s ({last})")
             time.sleep(0.5)
 
     def body(self, request: Request, seed: int) -> tuple[str, dict[str, Any]]:
@@ -103,23 +154,39 @@ class OpenAIEngine(Engine):
             return "/chat/completions", {**body, "messages": list(request.prompt.messages)}
         return "/completions", {**body, "prompt": request.prompt.text}
 
-    async def _one(self, client: httpx.AsyncClient, request: Request, i: int) -> Sample:
+    def _pick(self) -> _Server:
+        """The server with the fewest requests in flight among those not cooling down (or among all)."""
+        now = time.monotonic()
+        healthy = [s for s in self.servers if s.down_until <= now] or self.servers
+        return min(healthy, key=lambda s: (s.inflight, s.posts))
+
+    async def _one(self, clients: dict[str, httpx.AsyncClient], request: Request, i: int) -> Sample:
         opts: OpenAIOptions = self.options
         path, body = self.body(request, request.seeds[i])
         for attempt in range(opts.max_retries + 1):
+            server = self._pick()
+            server.inflight += 1
+            server.posts += 1
             try:
-                r = await client.post(path, json=body)
+                r = await clients[server.url].post(path, json=body)
                 if r.status_code in _RETRY_STATUS:
                     raise _Retryable(f"HTTP {r.status_code}: {r.text[:200]}")
                 if r.status_code != 200:
                     raise EngineError(f"openai: request {request.id} sample {i}: HTTP {r.status_code}: {r.text[:300]}")
                 return self._sample(r.json(), request, i)
             except (httpx.TransportError, _Retryable) as exc:
+                server.failures += 1
+                server.down_until = time.monotonic() + opts.server_cooldown_s
                 if attempt == opts.max_retries:
+                    where = f" (last at {server.url})" if len(self.servers) > 1 else ""
                     raise EngineError(f"openai: request {request.id} sample {i} failed after "
-                                      f"{opts.max_retries + 1} attempts: {exc!r}") from exc
+                                      f"{opts.max_retries + 1} attempts{where}: {exc!r}") from exc
+                if len(self.servers) > 1 and self._pick() is not server:
+                    continue  # another server is healthy: retry there at once
                 delay = min(opts.max_backoff_s, opts.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
                 await asyncio.sleep(delay)
+            finally:
+                server.inflight -= 1
         raise AssertionError("unreachable")
 
     def _sample(self, data: dict[str, Any], request: Request, i: int) -> Sample:
@@ -141,8 +208,10 @@ class OpenAIEngine(Engine):
                 work.put_nowait((req, i))
         limits = httpx.Limits(max_connections=opts.concurrency, max_keepalive_connections=opts.concurrency)
 
-        async with httpx.AsyncClient(base_url=opts.base_url.rstrip("/"), headers=self._headers(), limits=limits,
-                                     timeout=httpx.Timeout(opts.timeout_s, connect=30.0)) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            clients = {s.url: await stack.enter_async_context(httpx.AsyncClient(
+                base_url=s.url, headers=self._headers(), limits=limits, timeout=httpx.Timeout(opts.timeout_s, connect=30.0)))
+                for s in self.servers}
 
             async def worker() -> None:
                 while True:
@@ -150,7 +219,7 @@ class OpenAIEngine(Engine):
                         req, i = work.get_nowait()
                     except asyncio.QueueEmpty:
                         return
-                    out.put(await self._one(client, req, i))
+                    out.put(await self._one(clients, req, i))
 
             tasks = [asyncio.create_task(worker()) for _ in range(min(opts.concurrency, work.qsize()))]
             loop = asyncio.get_running_loop()

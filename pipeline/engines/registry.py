@@ -36,6 +36,7 @@ FINISH_REASONS = ("stop", "length")
 ENGINES: dict[str, str] = {
     "vllm": "pipeline.engines.vllm_engine:VLLMEngine",
     "openai": "pipeline.engines.openai_engine:OpenAIEngine",
+    "ray": "pipeline.engines.ray_engine:RayEngine",
     "fake": "pipeline.engines.fake:FakeEngine",
 }
 

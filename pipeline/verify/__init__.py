@@ -115,7 +115,13 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     todo = pending_rollouts(rollouts, existing, vid)
     with tqdm(total=todo.num_rows, desc=f"verify[{set_name}]", unit=" rollouts", disable=not progress,
               mininterval=1.0) as bar:
-        result = verify(todo, problems, config=cfg, on_done=bar.update)
+        if cfg.executor == "ray":
+            from pipeline.verify.on_ray import verify_on_ray
+
+            result = verify_on_ray(todo, problems, config=cfg, chunk_rows=cfg.ray_chunk_rows, address=cfg.ray_address,
+                                   on_done=bar.update)
+        else:
+            result = verify(todo, problems, config=cfg, on_done=bar.update)
     seconds = time.perf_counter() - t0
     if result.verdicts.num_rows:
         keys = "\n".join(f"{a}|{b}|{c}" for a, b, c in zip(*(result.verdicts.column(k).to_pylist() for k in KEY), strict=True))
