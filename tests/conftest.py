@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Every Ray these tests start (a local one, a LocalCluster on 127.0.0.1) runs without Ray's token
+# authentication. The driver reads RAY_AUTH_MODE once per process; a value that changes between two
+# Ray sessions of one process (LocalCluster sets it) makes the later session's GCS and driver disagree:
+# its actors are cancelled before they run, or its GCS refuses the driver.
+os.environ["RAY_AUTH_MODE"] = "disabled"
 
 
 # --- rollout: the embedded model and one real vLLM engine per session -------------------------

@@ -42,11 +42,6 @@ def _requests(n: int = 7, k: int = 3) -> list[Request]:
 
 
 
-# KNOWN FAILING, issue 16 stays open: run after tests/test_verify_ray.py in one process, the replicas' actors die
-# before they run ("all references to the actor were removed"), and killing the worker node surfaces as a start-up
-# failure instead of the lost-replica path. Each passed once alone; skipped until the engine keeps its actor handles.
-RAY_ENGINE_FLAKY = pytest.mark.skip(reason="ray engine: actors cancelled before running in a shared Ray session (issue 16)")
-
 
 def test_options_are_checked_and_cores_are_split():
     with pytest.raises(PassbandError, match="replicaz"):
@@ -55,7 +50,6 @@ def test_options_are_checked_and_cores_are_split():
     assert cpu_bind(1, 2, [0, 1, 2, 3]) == [2, 3] and cpu_bind(0, 8, [4, 5]) == [4, 5]
 
 
-@RAY_ENGINE_FLAKY
 def test_fake_replicas_match_the_in_process_engine():
     reqs = _requests()
     want = create_engine("fake", SPEC).generate(reqs)
@@ -67,7 +61,6 @@ def test_fake_replicas_match_the_in_process_engine():
     assert not ray.is_initialized()  # the local Ray it started is shut down on close
 
 
-@RAY_ENGINE_FLAKY
 def test_a_replica_engine_error_stops_the_run_naming_the_request():
     eng = create_engine("ray", SPEC, {"replicas": 1, "local_num_cpus": 1, "batch_size": 2, "replica_engine": "fake",
                                       "replica_options": {"fail_after": 3}})
@@ -75,7 +68,6 @@ def test_a_replica_engine_error_stops_the_run_naming_the_request():
         eng.generate(_requests())
 
 
-@RAY_ENGINE_FLAKY
 def test_replicas_that_cannot_be_placed_fail_at_start_naming_the_resources():
     eng = create_engine("ray", SPEC, {"replicas": 1, "local_num_cpus": 1, "replica_engine": "fake",
                                       "resources": {"nowhere": 1}, "start_timeout_s": 3})
@@ -123,7 +115,6 @@ def _keys(t: pa.Table) -> list[tuple[str, int]]:
     return list(zip(t.column("problem_id").to_pylist(), t.column("sample_idx").to_pylist(), strict=True))
 
 
-@RAY_ENGINE_FLAKY
 @pytest.mark.timeout(300)
 def test_worker_killed_fails_cleanly_and_a_rerun_generates_only_the_missing_keys(tmp_path):
     fake = {"model": "test/m", "revision": "r1", "sampling": {"temperature": 0.8, "max_tokens": 16}}
@@ -155,7 +146,6 @@ def test_worker_killed_fails_cleanly_and_a_rerun_generates_only_the_missing_keys
     assert full.select([*KEY, "seed", "completion"]).equals(want.select([*KEY, "seed", "completion"]))
 
 
-@RAY_ENGINE_FLAKY
 @pytest.mark.engine
 @pytest.mark.timeout(400)
 def test_vllm_replicas_on_two_nodes_survive_a_worker_kill_with_identical_completions(vllm_engine, embedded_model_dir,
