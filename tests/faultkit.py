@@ -255,6 +255,7 @@ class StageHost:
         count = Path(f"{err}.replaces")
         replaces = int(count.read_text()) if count.exists() else None
         count.unlink(missing_ok=True)
+        Path(f"{count}.tmp").unlink(missing_ok=True)
         return RunResult(None if status["signal"] == signal.SIGKILL else status["rc"], stderr,
                          time.perf_counter() - t0, replaces)
 
@@ -323,7 +324,9 @@ def _child(cmd: dict) -> None:
         traceback.print_exc()
         code = 2
     sys.stderr.flush()
-    Path(cmd["stderr"] + ".replaces").write_text(str(n[0]))
+    # whole or absent: a kill from outside may land while this is written, after the stage finished
+    Path(cmd["stderr"] + ".replaces.tmp").write_text(str(n[0]))
+    real(cmd["stderr"] + ".replaces.tmp", cmd["stderr"] + ".replaces")
     os._exit(code)
 
 
