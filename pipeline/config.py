@@ -206,7 +206,7 @@ class ReformulateConfig(Model):
     policies: list[str] | None = Field(None, description="policies the selection is relative to (None: rollout.policies)")
     limit: int | None = Field(None, gt=0, description="at most this many parents (in problem_id order)")
     target_bands: list[str] = Field(
-        default_factory=lambda: ["learnable"], min_length=1,
+        default_factory=lambda: [band_names.LEARNABLE], min_length=1,
         description="the ladder keeps a parent's smallest rung measured in these bands (else no child)",
     )
 

@@ -125,7 +125,7 @@ def test_experiment_stages_with_the_fake_engine(tmp_path):
     raw["rollout"]["engine_options"] = {"fake": {"correct_rate": 0.5}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     exp = yaml.safe_load((EXPERIMENT / "band_value.yaml").read_text())
-    exp["arm_size"] = 3
+    exp["arm_size"], exp["seeds"] = 3, [0]  # one stand-in checkpoint per arm
     (tmp_path / "band_value.yaml").write_text(yaml.safe_dump(exp))
     p = ["--params", str(tmp_path / "params.yaml")]
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.bands import LEARNABLE
 from pipeline.errors import PassbandError
 from pipeline.gold import gold_parses
 from pipeline.keys import normalize_question, problem_id
@@ -105,7 +106,7 @@ def _candidate(label: str, out: Outcome, seen: set[str]) -> Candidate | Skip:
 
 def reformulate(
     parents: Sequence[Parent], methods: Sequence[Reformulator], *, existing_ids: set[str] | frozenset[str] = frozenset(),
-    measure: Measure | None = None, target_bands: Sequence[str] = ("learnable",),
+    measure: Measure | None = None, target_bands: Sequence[str] = (LEARNABLE,),
 ) -> ReformulateResult:
     """Every method over every parent; ``existing_ids`` are the problem_ids a child must not collide with.
 

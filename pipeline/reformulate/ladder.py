@@ -24,10 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.bands import TOO_EASY
 from pipeline.config import BandsConfig
 from pipeline.reformulate.registry import Child, Outcome, Skip
 
-ABOVE = {"too_easy"}  # bands above any target band (the ladder only climbs towards easier)
+ABOVE = {TOO_EASY}  # bands above any target band (the ladder only climbs towards easier)
 
 
 @dataclass(frozen=True, slots=True)

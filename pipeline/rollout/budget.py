@@ -35,10 +35,11 @@ from functools import lru_cache
 
 from pipeline.annotate.bands import assign_band
 from pipeline.annotate.stats import beta_cdf
+from pipeline.bands import LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED
 from pipeline.config import AdaptiveBudget, BandsConfig, FixedBudget, RolloutConfig
 
 STOP_REASONS = ("fixed", "curtailed", "confident", "max_k", "incomplete")
-SIDES = {"unsolved": "below", "too_hard": "below", "learnable": "learnable", "too_easy": "above"}
+SIDES = {UNSOLVED: "below", TOO_HARD: "below", LEARNABLE: LEARNABLE, TOO_EASY: "above"}
 
 
 def budget_label(cfg: RolloutConfig) -> str:
@@ -69,7 +70,7 @@ class StoppingRule:
 
     def side_range(self, side: str) -> tuple[float, float]:
         b = self.bands
-        return {"below": (0.0, b.learnable_min), "learnable": (b.learnable_min, b.learnable_max),
+        return {"below": (0.0, b.learnable_min), LEARNABLE: (b.learnable_min, b.learnable_max),
                 "above": (b.learnable_max, 1.0)}[side]
 
     def decide(self, c: int, n: int, prior: tuple[float, float] = (0.0, 0.0)) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-BANDS = ("too_easy", "learnable", "too_hard", "unsolved")
+from pipeline.bands import BANDS
 
 
 @dataclass(frozen=True)
