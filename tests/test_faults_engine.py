@@ -25,6 +25,8 @@ from pipeline.io import read_table, shard_paths, write_table
 from pipeline.keys import problem_id
 from pipeline.schema import schema
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 REPO = Path(__file__).resolve().parent.parent
 SORT = [("problem_id", "ascending"), ("policy_id", "ascending"), ("sample_idx", "ascending")]
 N, K, SHARD = 8, 2, 2  # 4 shards of 4 samples

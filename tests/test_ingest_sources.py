@@ -20,6 +20,8 @@ from pipeline.ingest import ingest
 from pipeline.ingest.sources import SOURCES, read_source
 from pipeline.ingest.synthetic import LEVELS, SyntheticOptions, generate
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -20,6 +20,8 @@ from pipeline.model import (
     read_manifest,
 )
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 
 def test_cpu_ranges():
     assert cpu_ranges([1, 0]) == "0-1"

@@ -23,6 +23,8 @@ from pipeline.publish import dvc_lock_digest, run
 from pipeline.publish.core import COLUMNS, PublishError
 from pipeline.schema import schema
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 CONFIGS = ["default", "too_easy", "learnable", "too_hard", "unsolved", "reformulated"]
 
 

@@ -19,6 +19,8 @@ from publish_tables import make_repo
 
 from pipeline.cli import cli
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 TOKEN = "hf_passbandTEST" + hashlib.sha256(b"push-test").hexdigest()[:24]
 
 

@@ -24,6 +24,8 @@ from pipeline.reformulate.numerals import find_numbers
 from pipeline.reformulate.registry import METHODS, Child, Parent, Skip, build, get_method
 from pipeline.schema import schema
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 REPO = Path(__file__).resolve().parent.parent
 HALF = {"fractions": [0.5], "expand_arithmetic": False}  # one rung: the golden hints are half the solution
 GOLDEN = yaml.safe_load((REPO / "tests" / "data" / "reformulate_golden.yaml").read_text())

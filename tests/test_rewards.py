@@ -14,6 +14,8 @@ from pipeline.publish import exports
 from pipeline.schema import schema
 from pipeline.verify import verify
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 CASES = [json.loads(line) for line in (Path(__file__).parent / "data/verify_golden.jsonl").read_text().splitlines()]
 CONFIG = VerifyConfig(workers=2, timeout_s=5.0)  # the default bound: no borderline timeouts on a busy box
 

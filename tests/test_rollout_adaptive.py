@@ -27,6 +27,8 @@ from pipeline.rollout.budget import StoppingRule, checkpoints, prior_counts, sel
 from pipeline.schema import schema
 from pipeline.verify.core import verify
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 REPO = Path(__file__).resolve().parent.parent
 SORT = [("problem_id", "ascending"), ("policy_id", "ascending"), ("sample_idx", "ascending")]
 BANDS = BandsConfig()

@@ -13,6 +13,8 @@ import pytest
 from pipeline.config import SamplingConfig
 from pipeline.engines.registry import EngineError, ModelSpec, Prompt, Request, create_engine
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 
 class Server:
     """A tiny OpenAI-compatible server; ``script`` maps the n-th POST (0-based) to a status code."""

@@ -24,6 +24,8 @@ from pipeline.keys import problem_id
 from pipeline.rollout import run
 from pipeline.schema import schema
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 REPO = Path(__file__).resolve().parent.parent
 SORT = [("problem_id", "ascending"), ("policy_id", "ascending"), ("sample_idx", "ascending")]
 

@@ -15,6 +15,8 @@ from pipeline.verify.core import VerifyError, verify
 from pipeline.verify.grader import Grade, GradeOptions, grade
 from pipeline.verify.pool import GradePool
 
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+
 POISON = ["\\boxed{7^{7^{11}}}", "9^{9^{9}}", "(" * 3000 + "1" + ")" * 3000]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -13,6 +14,8 @@ from pipeline.config import load_params
 from pipeline.io import read_table, shard_paths, write_table
 from pipeline.schema import schema
 from pipeline.verify import verifier_id
+
+pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
 
 PARAMS = {
     "ingest": {"sources": [{"name": "t", "kind": "synthetic"}]},
