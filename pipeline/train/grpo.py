@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,7 @@ def newline_token_ids(tokenizer: Any) -> list[int]:
 
 
 def train_arm(rows: Sequence[dict[str, str]], *, model_dir: str | Path, out_dir: str | Path, config: GrpoConfig,
-              render: Any, verify_options: Any = None) -> TrainResult:
+              render: Any, verify_options: Any = None, progress: bool = True) -> TrainResult:
     """Train ``model_dir`` with GRPO on ``rows`` (``question``, ``answer``); write the checkpoint to ``out_dir``.
 
     ``render(question) -> str`` is the policy's prompt (its template, few-shot examples included).
@@ -84,8 +85,13 @@ def train_arm(rows: Sequence[dict[str, str]], *, model_dir: str | Path, out_dir:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
 
+    from pipeline.engines.vllm_env import verbose
+
+    with warnings.catch_warnings():
+        if not verbose():  # TRL names the vLLM versions it was tested with; training here does not use vLLM
+            warnings.filterwarnings("ignore", message="TRL currently supports vLLM", category=UserWarning)
+        from trl import GRPOConfig, GRPOTrainer
     from pipeline.rewards import trl_reward
 
     if not rows:
@@ -112,6 +118,11 @@ def train_arm(rows: Sequence[dict[str, str]], *, model_dir: str | Path, out_dir:
     )
     reward = trl_reward(options=verify_options, workers=1)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=reward, args=args, train_dataset=data)
+    if not verbose():  # one bar with the step's reward instead of transformers' dict per step
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(_step_bar(config.steps, progress))
     t0 = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - t0
@@ -130,6 +141,28 @@ def train_arm(rows: Sequence[dict[str, str]], *, model_dir: str | Path, out_dir:
     os.replace(final, out_dir)
     shutil.rmtree(tmp, ignore_errors=True)
     return TrainResult(out_dir, weights_digest(out_dir), log, seconds)
+
+
+def _step_bar(steps: int, enabled: bool):
+    """A transformers ``TrainerCallback``: one tqdm bar over the steps, showing the last step's reward."""
+    from tqdm import tqdm
+    from transformers import TrainerCallback
+
+    class StepBar(TrainerCallback):
+        def __init__(self) -> None:
+            self.bar = tqdm(total=steps, desc="GRPO", unit="step", disable=not enabled)
+
+        def on_log(self, args, state, control, logs=None, **kw) -> None:
+            if logs and "reward" in logs:
+                self.bar.set_postfix(reward=f"{float(logs['reward']):.3f}", refresh=False)
+
+        def on_step_end(self, args, state, control, **kw) -> None:
+            self.bar.update(1)
+
+        def on_train_end(self, args, state, control, **kw) -> None:
+            self.bar.close()
+
+    return StepBar()
 
 
 def step_log(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
