@@ -139,15 +139,18 @@ def _line(label: str, r: dict) -> str:
             f"side {r['side_agreement']:.2%}, stops {r['stop_reasons']}")
 
 
-def real_parts(args: argparse.Namespace, rule: StoppingRule) -> dict:
+def real_parts(args: argparse.Namespace, rules: dict[str, StoppingRule]) -> tuple[dict, dict, dict]:
     names, seqs = load_outcomes(args.real)
-    print(f"\n(b) real replay: fixed k=32 verdicts of {args.real} through the rule {rule.budget}")
+    label, rule = next(iter(rules.items()))
+    print(f"\n(b) real replay: fixed k=32 verdicts of {args.real} through the rule {label} ({rule.budget})")
     results = {}
     for name, pid in names.items():
         if pid not in seqs:
             continue
         results[name] = replay_policy(seqs[pid], rule)
         print(_line(name, results[name]))
+        for other, r in list(rules.items())[1:]:
+            print(_line(f"  {other}", replay_policy(seqs[pid], r)))
         for k in (8, 16):
             agree = sum(assign_band(sum(c for c, _ in s[:k]), k, BANDS) == assign_band(sum(c for c, _ in s[:32]), 32, BANDS)
                         for s in seqs[pid].values() if len(s) >= 32) / results[name]["problems"]
@@ -162,7 +165,7 @@ def real_parts(args: argparse.Namespace, rule: StoppingRule) -> dict:
         same = sum(with_prior["bands"][p] == results[args.policy]["bands"][p] for p in with_prior["bands"])
         print(f"  rollouts saved by the prior: {saved:.1%}; bands equal to the no-prior run: "
               f"{same}/{with_prior['problems']}")
-    return results
+    return results, names, seqs
 
 
 def _runs(folder: Path, label: str) -> dict:
@@ -176,8 +179,9 @@ def _runs(folder: Path, label: str) -> dict:
     return tot
 
 
-def end_to_end(args: argparse.Namespace, replay: dict) -> None:
-    """(c): the adaptive run through the stages vs the fixed k=32 run, and its difficulty rows vs the replay (b)."""
+def end_to_end(args: argparse.Namespace, names_a: dict, seqs: dict) -> None:
+    """(c): the adaptive run through the stages vs the fixed k=32 run, and its difficulty rows vs the replay (b)
+    of the fixed run's verdicts through the adaptive run's own rule (its params' rollout.budget)."""
     fixed, adaptive = _runs(args.real.resolve().parent, "fixedA"), _runs(args.e2e.resolve().parent, "adaptiveA")
     print(f"\n(c) end to end on the engine, {args.e2e_policy} (rollout stage runs, summed over resumed runs):")
     for label, m in (("fixed k=32", fixed), ("adaptive", adaptive)):
@@ -188,6 +192,9 @@ def end_to_end(args: argparse.Namespace, replay: dict) -> None:
               f"{adaptive['tokens'] / fixed['tokens']:.3f}, generation time {adaptive['seconds'] / fixed['seconds']:.3f}, "
               f"wall {adaptive['wall_s'] / fixed['wall_s']:.3f}")
     params = load_params(args.e2e)
+    rule = StoppingRule(params.rollout.budget, params.rollout.k, BANDS)
+    replay = replay_policy(seqs[names_a[args.e2e_policy]], rule)
+    print(f"  rule of the adaptive run: {rule.budget}")
     root = args.e2e.resolve().parent
     names = {r["name"]: r["policy_id"] for r in read_table(root / params.paths.policies, name="policies").to_pylist()}
     diff = [r for r in read_table(root / params.paths.difficulty, name="difficulty").to_pylist()
@@ -202,8 +209,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", type=int, default=20_000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rules", default="4/4/0.95,4/2/0.95,4/4/0.9",
-                    help="adaptive settings min_k/step/confidence, comma-separated; the first is used for (b)")
+    ap.add_argument("--rules", default="predictive:4/2/0.95,posterior:4/4/0.95,predictive:4/4/0.95,posterior:4/2/0.95",
+                    help="adaptive settings rule:min_k/step/confidence, comma-separated (rule: predictive or "
+                         "posterior); the first is the one (b)'s summary and the prior part use")
     ap.add_argument("--real", type=Path, help="params file of a fixed k=32 run (parts b and prior)")
     ap.add_argument("--policy", help="(prior) the policy measured with and without the prior")
     ap.add_argument("--prior-policy", help="(prior) the policy whose counts are the prior")
@@ -214,14 +222,15 @@ def main() -> None:
     args = ap.parse_args()
     rules = {}
     for spec in args.rules.split(","):
-        m, s, c = spec.split("/")
-        rules[f"ad {spec}"] = StoppingRule(AdaptiveBudget(min_k=int(m), step=int(s), confidence=float(c)), 32, BANDS)
+        kind, _, numbers = spec.rpartition(":")
+        m, s, c = numbers.split("/")
+        budget = AdaptiveBudget(rule=kind or "predictive", min_k=int(m), step=int(s), confidence=float(c))
+        rules[f"{budget.rule[:4]} {numbers}"] = StoppingRule(budget, 32, BANDS)
     simulate(problems=args.problems, seed=args.seed, rules=rules)
-    rule = next(iter(rules.values()))
     if args.real:
-        results = real_parts(args, rule)
+        _, names, seqs = real_parts(args, rules)
         if args.e2e:
-            end_to_end(args, results[args.e2e_policy])
+            end_to_end(args, names, seqs)
 
 
 if __name__ == "__main__":

@@ -130,12 +130,16 @@ class AdaptiveBudget(Model):
     """Samples ``min_k``, then ``step`` more at a time up to ``rollout.k`` (= max_k), until the stopping rule stops.
 
     The rule (pipeline/rollout/budget.py) certifies the band *side* (below learnable, learnable, above) with
-    posterior mass >= ``confidence``, or stops when the samples left cannot change the band at max_k.
+    probability >= ``confidence``, or stops when the samples left cannot change the band at max_k. ``rule``:
+    ``predictive`` (the side a full max_k run would assign, Beta-binomial predictive under a uniform prior)
+    or ``posterior`` (the side of the pass rate itself, Jeffreys posterior). The defaults are the setting
+    that benchmarks/adaptive_vs_fixed.py measured (docs/adaptive.md).
     """
 
     kind: Literal["adaptive"] = "adaptive"
-    min_k: int = Field(8, gt=0)
-    step: int = Field(4, gt=0)
+    rule: Literal["predictive", "posterior"] = "predictive"
+    min_k: int = Field(4, gt=0)
+    step: int = Field(2, gt=0)
     confidence: float = Field(0.95, gt=0.5, lt=1)
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
+from pipeline.annotate.bands import assign_band
 from pipeline.config import AdaptiveBudget, BandsConfig, ConfigError, load_params, parse_params
 from pipeline.io import read_table, write_table
 from pipeline.keys import problem_id
@@ -36,8 +37,8 @@ BANDS = BandsConfig()
 
 # --- the rule -------------------------------------------------------------------------------------
 
-def _rule(min_k=4, step=4, confidence=0.95, k=32):
-    return StoppingRule(AdaptiveBudget(min_k=min_k, step=step, confidence=confidence), k, BANDS)
+def _rule(min_k=4, step=4, confidence=0.95, k=32, rule="posterior"):
+    return StoppingRule(AdaptiveBudget(rule=rule, min_k=min_k, step=step, confidence=confidence), k, BANDS)
 
 
 def test_checkpoints_end_at_max_k():
@@ -46,7 +47,12 @@ def test_checkpoints_end_at_max_k():
     assert checkpoints(8, 4, 8) == [8]
 
 
-def test_decide_reasons():
+def test_defaults_are_the_measured_setting():
+    b = AdaptiveBudget()
+    assert (b.rule, b.min_k, b.step, b.confidence) == ("predictive", 4, 2, 0.95)
+
+
+def test_decide_reasons():  # the posterior rule
     r = _rule()
     assert r.decide(2, 4) is None                      # 2/4: nothing is settled yet
     assert r.decide(0, 4) is None                      # P(theta < 0.2 | 0/4) = 0.89 < 0.95
@@ -61,6 +67,41 @@ def test_decide_reasons():
     # the side, not the band, is certified: 0/12 stops although unsolved vs too_hard is open
     lo, hi = _rule().side_range("below")
     assert (lo, hi) == (0.0, BANDS.learnable_min)
+
+
+def _predictive_same_side(c, n, k=32):
+    """P(the k-sample side equals the side of c/n) by brute force: the posterior Beta(c+1, n-c+1) on a grid,
+    the k-n samples left binomial under each grid point (independent of the rule's Beta-binomial code)."""
+    from math import comb
+
+    from pipeline.rollout.budget import SIDES
+
+    def side(cc, nn):
+        return SIDES[assign_band(cc, nn, BANDS)]
+
+    grid = [(i + 0.5) / 4000 for i in range(4000)]
+    dens = [t ** c * (1 - t) ** (n - c) for t in grid]
+    m, want = k - n, side(c, n)
+    same = sum(d * sum(comb(m, x) * t ** x * (1 - t) ** (m - x) for x in range(m + 1) if side(c + x, k) == want)
+               for t, d in zip(grid, dens, strict=True))
+    return same / sum(dens)
+
+
+def test_predictive_rule_decides_on_the_max_k_side():
+    r = _rule(rule="predictive", step=2)
+    for c, n in [(0, 8), (0, 10), (3, 6), (1, 8), (10, 10), (2, 10)]:
+        p = _predictive_same_side(c, n)
+        assert (r.decide(c, n) == "confident") == (p >= 0.95), (c, n, p)
+    assert r.decide(0, 8) is None and r.decide(0, 10) == "confident"   # 0/10: a 32-sample run says below
+    assert r.decide(3, 6) == "confident" and r.decide(4, 4) is None
+    assert r.decide(8, 16) == "curtailed" and r.decide(6, 32) == "max_k"
+    # it stops no later than the posterior rule on an all-fail item, and certifies the same side
+    post = _rule()
+    assert r.replay([False] * 32)[0] <= post.replay([False] * 32)[0]
+    # a strong prior (the last checkpoint's 0 of 32) stops at min_k; one that disagrees does not
+    strong = prior_counts(0, 32, 0.5)
+    assert r.replay([False] * 4, strong) == (4, "confident")
+    assert r.replay([True] * 4, strong) == (4, "incomplete")
 
 
 def test_replay_is_the_prefix_and_reports_incomplete():
@@ -100,6 +141,7 @@ def test_budget_config_errors():
         ({"budget": {"kind": "adaptive", "min_k": 16}}, "min_k"),
         ({"budget": {"kind": "adaptive", "mink": 4}}, "unknown key"),
         ({"budget": {"kind": "adaptive", "confidence": 1.2}}, "confidence"),
+        ({"budget": {"kind": "adaptive", "rule": "bayes"}}, "rule"),
     ]
     for extra, match in bad:
         with pytest.raises(ConfigError, match=match):
@@ -266,7 +308,7 @@ def test_annotate_counts_the_adaptive_selection_and_replays_it_over_a_fixed_run(
     n_of = _n_per_problem(_rollouts(ad_root))
     ad = _difficulty(ad_root, ad_params)
     assert {pid: r["n"] for pid, r in ad.items()} == n_of
-    assert {r["budget"] for r in ad.values()} == {"adaptive(min_k=4,max_k=16,step=4,confidence=0.9)"}
+    assert {r["budget"] for r in ad.values()} == {"adaptive(rule=predictive,min_k=4,max_k=16,step=4,confidence=0.9)"}
     assert {r["stop_reason"] for r in ad.values()} <= {"curtailed", "confident", "max_k"}
     assert all(r["prior_policy_id"] is None for r in ad.values())
     # a fixed k=16 run annotated under the adaptive budget: the same n, counts and bands as the adaptive run

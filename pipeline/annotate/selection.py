@@ -16,7 +16,7 @@ the stage decides what to generate, annotate what to count, and neither needs th
 One row of the selection::
 
     problem_id prb_1f…, policy_id pol_3f…, n 12, stop_reason confident,
-    budget adaptive(min_k=4,max_k=32,step=4,confidence=0.95), prior_policy_id null
+    budget adaptive(rule=predictive,min_k=4,max_k=32,step=2,confidence=0.95), prior_policy_id null
 """
 
 from __future__ import annotations

@@ -62,6 +62,22 @@ def beta_cdf(x: float, a: float, b: float) -> float:
     return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
 
 
+def beta_binomial_pmf(x: int, m: int, a: float, b: float) -> float:
+    """P(X = x) for X ~ BetaBinomial(m, a, b): x successes in m more samples when the pass rate is Beta(a, b).
+
+    >>> round(sum(beta_binomial_pmf(x, 4, 1.0, 1.0) for x in range(5)), 12), round(beta_binomial_pmf(0, 4, 1.0, 1.0), 12)
+    (1.0, 0.2)
+    """
+    if not 0 <= x <= m:
+        return 0.0
+    log_choose = math.lgamma(m + 1) - math.lgamma(x + 1) - math.lgamma(m - x + 1)
+    return math.exp(log_choose + _log_beta(x + a, m - x + b) - _log_beta(a, b))
+
+
+def _log_beta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
 def beta_ppf(q: float, a: float, b: float) -> float:
     """Quantile of Beta(a, b), by bisection on :func:`beta_cdf` (exact to ~1e-12)."""
     lo, hi = 0.0, 1.0

@@ -6,22 +6,27 @@ up to ``max_k`` (= ``rollout.k``); after each round the rule below looks at the 
 
     curtailed   every count the samples left up to max_k could add gives the same band at max_k
                 (so stopping cannot change the band a fixed max_k run would assign)
-    confident   the posterior Beta(c + 1/2 + w c0, n - c + 1/2 + w (n0 - c0)) puts >= confidence
-                on the *side* of the observed band: below learnable (unsolved or too_hard),
-                learnable, or above (too_easy)
+    confident   rule predictive (default): the side of the observed band is, with probability
+                >= confidence, the side a full max_k run would assign: the max_k - n samples left
+                are Beta-binomial under the posterior Beta(c + 1 + w c0, n - c + 1 + w (n0 - c0))
+                rule posterior: the posterior Beta(c + 1/2 + w c0, n - c + 1/2 + w (n0 - c0)) puts
+                >= confidence on the side of the observed band
     max_k       max_k samples taken
 
 The side, not the band, is certified: eight samples cannot tell ``unsolved`` (< 0.02) from
 ``too_hard``, and training only needs to know whether an item is learnable and, if not, on which
-side. (c0, n0) are the counts of the prior policy (a previous checkpoint) and ``w`` its weight:
-they only decide when to stop; every published figure comes from the policy's own samples.
-Decisions (min_k 4, step 4, max_k 32, confidence 0.95, bands 0.02/0.2/0.8)::
+side (below learnable, learnable, above). (c0, n0) are the counts of the prior policy (a previous
+checkpoint) and ``w`` its weight: they only decide when to stop; every published figure comes from
+the policy's own samples. The predictive rule asks what a fixed max_k run would say, which is what
+"as good as fixed k" means; its uniform prior is the one that stays calibrated when pass rates are
+spread evenly (with the Jeffreys prior it stops too early there: benchmarks/adaptive_vs_fixed.py).
+Decisions (defaults: predictive, min_k 4, step 2, max_k 32, confidence 0.95, bands 0.02/0.2/0.8)::
 
-    >>> rule = StoppingRule(AdaptiveBudget(min_k=4, step=4, confidence=0.95), k=32, bands=BandsConfig())
+    >>> rule = StoppingRule(AdaptiveBudget(), k=32, bands=BandsConfig())
     >>> rule.replay([False] * 32), rule.replay([True, False, False] * 11)[:2]
-    ((12, 'confident'), (16, 'confident'))
-    >>> rule.decide(8, 16), rule.decide(0, 4)   # any 8..24 of 32 is learnable; 0/4 is not settled
-    ('curtailed', None)
+    ((10, 'confident'), (10, 'confident'))
+    >>> rule.decide(8, 16), rule.decide(0, 4), rule.decide(4, 4)   # any 8..24 of 32 is learnable
+    ('curtailed', None, None)
 
 Replaying the rule over a fixed ``max_k`` run's verdicts (in sample_idx order) gives exactly the
 samples an adaptive run takes: adaptive samples are the prefix 0..n-1 with the same seeds.
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pipeline.annotate.bands import assign_band
-from pipeline.annotate.stats import beta_cdf
+from pipeline.annotate.stats import beta_binomial_pmf, beta_cdf
 from pipeline.bands import LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED
 from pipeline.config import AdaptiveBudget, BandsConfig, FixedBudget, RolloutConfig
 
@@ -47,7 +52,7 @@ def budget_label(cfg: RolloutConfig) -> str:
     b = cfg.budget
     if isinstance(b, FixedBudget):
         return f"fixed(k={cfg.k})"
-    return f"adaptive(min_k={b.min_k},max_k={cfg.k},step={b.step},confidence={b.confidence:g})"
+    return f"adaptive(rule={b.rule},min_k={b.min_k},max_k={cfg.k},step={b.step},confidence={b.confidence:g})"
 
 
 def checkpoints(min_k: int, step: int, max_k: int) -> list[int]:
@@ -103,9 +108,15 @@ def _decide(rule: StoppingRule, c: int, n: int, prior_c: float, prior_f: float) 
     if len(final) == 1:
         return "curtailed"
     side = SIDES[assign_band(c, n, rule.bands)]
-    lo, hi = rule.side_range(side)
-    a, b = c + 0.5 + prior_c, n - c + 0.5 + prior_f
-    if beta_cdf(hi, a, b) - beta_cdf(lo, a, b) >= rule.budget.confidence:
+    if rule.budget.rule == "predictive":
+        a, b = c + 1.0 + prior_c, n - c + 1.0 + prior_f
+        same = sum(beta_binomial_pmf(x, left, a, b) for x in range(left + 1)
+                   if SIDES[assign_band(c + x, rule.k, rule.bands)] == side)
+    else:
+        lo, hi = rule.side_range(side)
+        a, b = c + 0.5 + prior_c, n - c + 0.5 + prior_f
+        same = beta_cdf(hi, a, b) - beta_cdf(lo, a, b)
+    if same >= rule.budget.confidence:
         return "confident"
     return None
 
