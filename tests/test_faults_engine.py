@@ -167,6 +167,7 @@ def test_vllm_worker_killed_mid_run_fails_cleanly_and_a_rerun_completes(embedded
                                  "sampling": {"temperature": 0.8, "max_tokens": 24, "stop": ["\nQ:", "\n\n"]}}},
               "rollout": {"policies": ["p"], "k": 4, "shard_size": 2,
                           "engine_options": {"vllm": {"max_num_seqs": 8, "max_model_len": 512, "kv_cache_gib": 1,
+                                                      "in_process": False,  # a worker process to kill
                                                       "cache_root": str(REPO / "data/cache/vllm")}}}}
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     cmd = [sys.executable, "-m", "pipeline.cli", "rollout", "--params", str(root / "params.yaml"), "--no-progress"]
