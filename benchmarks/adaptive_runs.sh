@@ -3,6 +3,8 @@
 # Data lives under benchmarks/out/ (git-ignored). Heavy: holds the shared lock once, <= ~15 min (each step
 # bounded by a timeout; the rollout stage resumes, so re-running this script continues where it stopped).
 #   benchmarks/adaptive_runs.sh [N_A] [N_B]     # problems for policy A (fixed k=32 and adaptive), for B
+# Time bounds per step (seconds) from the environment: T_FIXED_A (480), T_ADAPTIVE_A (300), T_FIXED_B (150);
+# the issue's size (all 205 problems for A) is e.g. T_FIXED_A=3600 T_ADAPTIVE_A=2400 T_FIXED_B=2400 ... 205 96
 set -u
 cd "$(dirname "$0")/.." && export PYTHONPATH=$PWD
 NA=${1:-64}; NB=${2:-32}
@@ -60,9 +62,9 @@ sed -e "s/LIMIT/$NA/" -e "s/policies: \[smollm2-135m-3shot\]/policies: [smollm2-
 [ -d $E/data/problems ] || $P ingest --params $E/params.yaml --no-progress
 flock /tmp/pb-heavy.lock nice -n 5 bash -c "
   n=\$(ls $D/metrics-fixedA-*.json 2>/dev/null | wc -l)
-  timeout -s INT -k 30 480 $P rollout --params $D/run-a.yaml --no-progress; cp $D/data/metrics/rollout.json $D/metrics-fixedA-\$n.json
-  timeout -s INT -k 30 300 $P rollout --params $E/params.yaml --no-progress; cp $E/data/metrics/rollout.json $E/metrics-adaptiveA-\$n.json
-  timeout -s INT -k 30 150 $P rollout --params $D/run-b.yaml --no-progress; cp $D/data/metrics/rollout.json $D/metrics-fixedB-\$n.json"
+  timeout -s INT -k 30 ${T_FIXED_A:-480} $P rollout --params $D/run-a.yaml --no-progress; cp $D/data/metrics/rollout.json $D/metrics-fixedA-\$n.json
+  timeout -s INT -k 30 ${T_ADAPTIVE_A:-300} $P rollout --params $E/params.yaml --no-progress; cp $E/data/metrics/rollout.json $E/metrics-adaptiveA-\$n.json
+  timeout -s INT -k 30 ${T_FIXED_B:-150} $P rollout --params $D/run-b.yaml --no-progress; cp $D/data/metrics/rollout.json $D/metrics-fixedB-\$n.json"
 nice -n 5 $P verify --params $D/run.yaml --no-progress
 nice -n 5 $P verify --params $E/params.yaml --no-progress
 nice -n 5 $P annotate --params $E/params.yaml --no-progress --no-plots
