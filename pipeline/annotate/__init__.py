@@ -21,7 +21,7 @@ from tqdm import tqdm
 from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_batches, flag_batches, prepare
 from pipeline.annotate.plots import write_plots
 from pipeline.bands import BANDS
-from pipeline.config import Params
+from pipeline.config import AnnotateConfig, Params
 from pipeline.io import SHARD_GLOB, atomic_path, check_shards, shard_paths, write_json
 from pipeline.rollout.core import select_problems
 from pipeline.rollout.policy import resolve_policy
@@ -95,6 +95,17 @@ def _copy(con: duckdb.DuckDBPyConnection, sql: str | None, target: Path, name: s
             old.unlink()
 
 
+def set_config(config: AnnotateConfig, set_name: str) -> AnnotateConfig:
+    """The annotate config for one table set. A reformulated child's question keeps numbers its answer does
+    not use (the parent's answer stated, a step rung asking for an intermediate), so the wrong-setup check of
+    ``unsupported_answer`` (``options.unsupported_setup``) is off outside the main set: on the main job's
+    full ladder it flagged 33.8 % of the children's rollouts, "8 + 6 = 14. The answer is 14." for gold 14
+    among them (docs/reformulation.md)."""
+    if set_name == "main":
+        return config
+    return config.model_copy(update={"options": {**config.options, "unsupported_setup": False}})
+
+
 def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progress: bool = True,
         plots: bool = True) -> AnnotateResult:
     """The shell: the set's tables in; ``flags/part-0.parquet``, ``difficulty/part-0.parquet``, metrics and plots out."""
@@ -105,7 +116,7 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
         con = open_inputs(params, root=root, set_name=set_name, temp_dir=f"{tmp}/duckdb")
         try:
             con.register("_selection", _selection(con, params, root=root, set_name=set_name, vid=vid))
-            ann = prepare(con, config=params.annotate, verifier_id=vid, selection="_selection")
+            ann = prepare(con, config=set_config(params.annotate, set_name), verifier_id=vid, selection="_selection")
             hits_path = Path(tmp) / "hits.parquet"
             n_hits = _write_hits(ann, hits_path, progress=progress, set_name=set_name)
             con.execute(f"CREATE OR REPLACE TEMP VIEW _hits AS SELECT * FROM read_parquet('{hits_path}')")
