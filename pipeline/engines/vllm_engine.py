@@ -11,8 +11,8 @@ Chat prompts go through the model's own chat template (``tokenizer.apply_chat_te
 are tokenised without adding special tokens twice, as ``LLM.chat`` does.
 
 By default (``in_process``) vLLM's engine core and its one worker run in this process: no process
-is spawned, which starts the engine about a minute sooner on a 2-core CPU (each spawned process
-imports torch and vLLM again). ``in_process: false`` keeps vLLM's own processes (tensor
+is spawned, which halves the engine's start-up on a 2-core CPU (each spawned process imports torch
+and vLLM again; benchmarks/vllm_in_process.py). ``in_process: false`` keeps vLLM's own processes (tensor
 parallelism needs them; the watchdog then turns a killed worker into an error): scripts that start
 the engine that way need the ``__main__`` guard.
 """
@@ -51,6 +51,12 @@ class VLLMOptions(Model):
 _FINISH = {"stop": "stop", "length": "length"}
 
 
+def runs_in_process(opts: VLLMOptions) -> bool:
+    """``in_process``, unless ``llm_kwargs`` name an executor or ask for tensor parallelism (which needs processes)."""
+    kw = opts.llm_kwargs
+    return opts.in_process and "distributed_executor_backend" not in kw and kw.get("tensor_parallel_size", 1) == 1
+
+
 class VLLMEngine(Engine):
     name = "vllm"
     Options = VLLMOptions
@@ -76,7 +82,7 @@ class VLLMEngine(Engine):
             kwargs["revision"] = self.model.revision
         if _on_gpu():
             kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
-        in_process = opts.in_process and "distributed_executor_backend" not in opts.llm_kwargs
+        in_process = runs_in_process(opts)
         if in_process:
             kwargs["distributed_executor_backend"] = "uni"
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"

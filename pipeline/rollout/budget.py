@@ -104,14 +104,13 @@ def _decide(rule: StoppingRule, c: int, n: int, prior_c: float, prior_f: float) 
     if n >= rule.k:
         return "max_k"
     left = rule.k - n
-    final = {assign_band(c + extra, rule.k, rule.bands) for extra in range(left + 1)}
-    if len(final) == 1:
+    finals = [assign_band(c + x, rule.k, rule.bands) for x in range(left + 1)]  # the band at max_k, x more correct
+    if len(set(finals)) == 1:
         return "curtailed"
     side = SIDES[assign_band(c, n, rule.bands)]
     if rule.budget.rule == "predictive":
         a, b = c + 1.0 + prior_c, n - c + 1.0 + prior_f
-        same = sum(beta_binomial_pmf(x, left, a, b) for x in range(left + 1)
-                   if SIDES[assign_band(c + x, rule.k, rule.bands)] == side)
+        same = sum(beta_binomial_pmf(x, left, a, b) for x, band in enumerate(finals) if SIDES[band] == side)
     else:
         lo, hi = rule.side_range(side)
         a, b = c + 0.5 + prior_c, n - c + 0.5 + prior_f
