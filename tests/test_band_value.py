@@ -53,7 +53,10 @@ def test_an_empty_arm_is_an_error():
 
 def test_experiment_config_loads_and_rejects_typos(tmp_path):
     cfg = bv.load_config(EXPERIMENT / "band_value.yaml")
-    assert set(cfg.arms) == {"learnable", "hard", "random"} and cfg.seeds
+    assert set(cfg.arms) == {"learnable", "hard", "random", "children"} and cfg.seeds
+    # dvc.yaml's train matrix lists the arms by name (DVC cannot iterate a mapping's keys): the same ones
+    matrix = yaml.safe_load((EXPERIMENT / "dvc.yaml").read_text())["stages"]["train"]["matrix"]
+    assert matrix["arm"] == list(cfg.arms)
     raw = yaml.safe_load((EXPERIMENT / "band_value.yaml").read_text())
     raw["grpo"]["stpes"] = 3
     bad = tmp_path / "band_value.yaml"
@@ -75,7 +78,8 @@ def test_measure_params_name_each_checkpoint_by_its_weights(tmp_path):
             (d / "model.safetensors").write_bytes(arm.encode())
     raw = bv.measure_params(params, cfg, root=tmp_path)
     assert raw["rollout"]["sources"] == ["heldout"]
-    assert raw["rollout"]["policies"][0] == "smollm2-135m-3shot" and len(raw["rollout"]["policies"]) == 1 + 3 * len(cfg.seeds)
+    assert raw["rollout"]["policies"][0] == "smollm2-135m-3shot"
+    assert len(raw["rollout"]["policies"]) == 1 + len(cfg.arms) * len(cfg.seeds)
     ckpt = raw["policies"]["hard-s0"]
     assert ckpt["model"] == "data/checkpoints/hard-s0" and ckpt["revision"].startswith("sha256:")
     assert ckpt["revision"] != raw["policies"]["learnable-s0"]["revision"]
@@ -110,19 +114,20 @@ def test_summary_pass_rate_delta_and_flags():
 
 
 def test_experiment_stages_with_the_fake_engine(tmp_path):
-    """ingest -> rollout -> verify -> annotate -> publish -> arms -> measure -> report through the CLI,
-    the fake engine standing in for vLLM and two-byte files for the trained checkpoints (training is
-    covered by tests/test_train_grpo.py's real smoke run)."""
+    """ingest -> rollout -> verify -> annotate -> reformulate (and its set's stages) -> publish -> arms ->
+    measure -> report through the CLI, the fake engine standing in for vLLM and two-byte files for the
+    trained checkpoints (training is covered by tests/test_train_grpo.py's real smoke run)."""
     import json
 
     from click.testing import CliRunner
 
     from pipeline.cli import cli
+    from pipeline.io import read_table
 
     raw = yaml.safe_load((EXPERIMENT / "params.yaml").read_text())
     raw["paths"]["models"] = "data/models"
     raw["policies"]["smollm2-135m-3shot"].update({"model": "fake-model", "revision": "r1", "engine": "fake"})
-    raw["rollout"]["engine_options"] = {"fake": {"correct_rate": 0.5}}
+    raw["rollout"]["engine_options"] = {"fake": {"correct_rate": 0.3}}  # hard parents for the children arm
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     exp = yaml.safe_load((EXPERIMENT / "band_value.yaml").read_text())
     exp["arm_size"], exp["seeds"] = 3, [0]  # one stand-in checkpoint per arm
@@ -135,12 +140,21 @@ def test_experiment_stages_with_the_fake_engine(tmp_path):
         return res.output
 
     for stage in (["ingest", "--no-progress"], ["rollout", "--no-progress"], ["verify", "--no-progress"],
-                  ["annotate", "--no-progress"], ["publish"]):
+                  ["annotate", "--no-progress"], ["reformulate", "--no-progress"],
+                  ["rollout", "--set", "reformulated", "--no-progress"], ["verify", "--set", "reformulated", "--no-progress"],
+                  ["annotate", "--set", "reformulated", "--no-plots", "--no-progress"], ["publish"]):
         run(*stage)
     out = run("band-value", "arms")
-    assert all(f"{a} 3" in out for a in ("learnable", "hard", "random")) and "Generating" not in out
-    arms = {a: bv.read_arm(tmp_path / f"data/arms/{a}.jsonl") for a in ("learnable", "hard", "random")}
+    assert all(f"{a} 3" in out for a in ("learnable", "hard", "random", "children")) and "Generating" not in out
+    arms = {a: bv.read_arm(tmp_path / f"data/arms/{a}.jsonl") for a in ("learnable", "hard", "random", "children")}
     assert {r["band"] for r in arms["hard"]} <= {"too_hard", "unsolved"}
+    # the children: re-measured learnable, each the backward rewrite of a hard parent of the pool
+    children = read_table(tmp_path / "data/reformulated/problems", name="problems").to_pylist()
+    parent_of = {c["problem_id"]: c["parent_id"] for c in children}
+    hard = {r["problem_id"] for r in read_table(tmp_path / "data/difficulty", name="difficulty").to_pylist()
+            if r["band"] in ("too_hard", "unsolved")}
+    assert {r["band"] for r in arms["children"]} == {"learnable"}
+    assert all(parent_of[r["problem_id"]] in hard for r in arms["children"])
     trained = {r["problem_id"] for a in arms.values() for r in a}
     for arm in arms:  # stand-ins for trained checkpoints: distinct weights, a two-step log
         d = tmp_path / "data/checkpoints" / f"{arm}-s0"
@@ -151,14 +165,13 @@ def test_experiment_stages_with_the_fake_engine(tmp_path):
     run("band-value", "measure", "--no-progress")
     out = run("band-value", "report")
     table = (tmp_path / "data/report/band_value.md").read_text()
-    assert table in out and table.count("\n") == 2 + 4  # header, rule, base + three arms
+    assert table in out and table.count("\n") == 2 + 5  # header, rule, base + four arms
     report = json.loads((tmp_path / "data/report/band_value.json").read_text())
     items = {r["items"] for r in report["policies"]}
     assert len(items) == 1 and items.pop() > 0
     assert (tmp_path / "data/report/band_value.png").read_bytes()[:4] == b"\x89PNG"
     measured = load_params(tmp_path / "data/measure/params.yaml")
-    from pipeline.io import read_table
 
     diff = read_table(tmp_path / measured.paths.difficulty, name="difficulty").to_pylist()
     assert not trained & {d["problem_id"] for d in diff}  # held-out items were never trained on
-    assert len({d["policy_id"] for d in diff}) == 4
+    assert len({d["policy_id"] for d in diff}) == 5

@@ -93,6 +93,40 @@ def test_ladder_batches_parents_per_round_and_non_monotone_methods_keep_climbing
     assert both.batches[0] == ["0.25", "0.25"]  # round one: every parent's smallest rung at once
 
 
+class Replicas(Table):
+    """Known n_correct of 8 per (problem_id, replica): the first measurement and the confirmation differ."""
+
+    def __call__(self, candidates):
+        self.batches.append([(c.rung, c.replica) for c in candidates])
+        return [Measurement(8, n := self.rates[c.problem_id, c.replica], band_of(n, 8, BANDS)) for c in candidates]
+
+
+def test_a_landing_rung_is_confirmed_on_new_samples_and_decided_pooled():
+    hint = build("hint_prefix", {})
+    ids = rung_ids(SUB, hint)
+    confirm = lambda c, n: band_of(c, n, BANDS)  # noqa: E731
+    # 0.25 lands on a lucky 2/8 but its confirmation finds 0/8: pooled 2/16 is too hard, so the ladder climbs
+    measure = Replicas({(ids["0.25"], 0): 2, (ids["0.25"], 1): 0, (ids["0.5"], 0): 3, (ids["0.5"], 1): 2})
+    result = reformulate([SUB], [hint], measure=measure, confirm=confirm)
+    assert measure.batches == [[("0.25", 0)], [("0.25", 1)], [("0.5", 0)], [("0.5", 1)]]
+    (row,) = result.problems.to_pylist()
+    meta = json.loads(row["metadata"])
+    assert row["problem_id"] == ids["0.5"] and meta["selected_on"] == {"n": 16, "n_correct": 5, "band": "learnable"}
+    first, second = meta["ladder"][:2]
+    assert first["outcome"] == "climbed" and (first["n"], first["n_correct"], first["band"]) == (16, 2, "too_hard")
+    assert first["first"]["band"] == "learnable" and first["confirmation"] == {"n": 8, "n_correct": 0, "band": "unsolved"}
+    assert second["outcome"] == "kept"
+    # without confirmation the lucky group keeps 0.25
+    assert json.loads(reformulate([SUB], [hint], measure=Replicas(measure.rates)).problems.to_pylist()[0][
+        "metadata"])["rung"] == "0.25"
+    # a reject's detail tells the whole story; a rung below the band is never measured twice
+    low = Replicas({(ids["0.25"], 0): 2, (ids["0.25"], 1): 0, (ids["0.5"], 0): 1})
+    (rej,) = reformulate([SUB], [hint], measure=low, confirm=confirm).rejects.to_pylist()
+    assert rej["detail"] == ("0.25: 2/8 learnable, then 0/8: 2/16 too_hard, climbed; 0.5: 1/8 too_hard, climbed; "
+                             "0.75: hint_leaks_answer")
+    assert low.batches == [[("0.25", 0)], [("0.25", 1)], [("0.5", 0)]]
+
+
 def test_without_a_measure_the_first_rung_made_is_kept_unmeasured():
     (row,) = reformulate([SUB], [build("hint_prefix", {})]).problems.to_pylist()
     meta = json.loads(row["metadata"])
@@ -170,8 +204,19 @@ def test_engine_measure_verifies_bands_and_caches(tmp_path):
     assert reformulate([SUB], [hint], measure=again).problems.equals(result.problems)
     assert again.measured == 0 and len(made) == 1
 
+    # confirmation: the landing rung measured again on k new seeds, a cache entry of its own
+    confirmed = measure()
+    r2 = reformulate([SUB], [hint], measure=confirmed, confirm=lambda c, n: band_of(c, n, BANDS))
+    assert json.loads(r2.problems.to_pylist()[0]["metadata"])["selected_on"] == {"n": 16, "n_correct": 8,
+                                                                                 "band": "learnable"}
+    assert confirmed.measured == 1 and len(made) == 2
+    seeds = engine.requests[-1].seeds
+    assert seeds == tuple(sample_seed(problem_id(rungs["0.5"].question), f"{pid}/ladder/1", i) for i in range(8))
+    assert not set(seeds) & set(engine.requests[1].seeds)
+    assert len(cache.read_text().splitlines()) == 3
+
     cache.write_text(cache.read_text() + "{not json\n")
-    with pytest.raises(DamagedCache, match=r"pol\.jsonl: line 3 is damaged; delete the file"):
+    with pytest.raises(DamagedCache, match=r"pol\.jsonl: line 4 is damaged; delete the file"):
         reformulate([SUB], [hint], measure=measure())
 
 
@@ -199,15 +244,23 @@ def check_child(parent: Parent, label: str, child: Child) -> None:
 
 def test_rule_backward_golds_recompute_on_the_synthetic_set():
     writer = build("llm_backward", {})
-    kinds = {"input": 0, "step": 0}
+    kinds = {"input": 0, "step": 0, "expanded": 0}
+    one_step_expandable = 0
     for item in generate(SyntheticOptions(n_per_level=12, seed=0)):
         parent = Parent(item.question, "synthetic", item.question, item.answer, item.solution)
+        labels = []
         for label, out in writer.ladder([parent])[0]:
             if isinstance(out, Child):
                 check_child(parent, label, out)
-                kinds[label.split(":")[0]] += 1
+                kinds["expanded" if "." in label else label.split(":")[0]] += 1
+                labels.append(label)
             else:
                 assert out.reason in writer.reasons
+        bare = re.fullmatch(r"What is (\d+) [-+*] (\d+)\?", item.question)
+        if bare and sum(d != "0" for d in bare.group(2)) >= 2:  # 48 - 29: its place-value steps are rungs
+            one_step_expandable += 1
+            assert "step:1.1" in labels, (item.question, labels)
+    assert one_step_expandable >= 24
     # the two- and three-step word problems (L7, L8) give 12 + 2 * 12 intermediates, less the few equal to a given;
     # an input rung needs a number that occurs once (3 * 3, 7 + 7 have none)
     assert 12 + 2 * 12 - 3 <= kinds["step"] <= 12 + 2 * 12 and kinds["input"] >= 90

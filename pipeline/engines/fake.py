@@ -1,7 +1,8 @@
 """A deterministic engine for tests: no model, instant start, text a pure function of the seed.
 
-For the last ``What is a <op> b?`` in the prompt it answers in the few-shot style, right or
-wrong depending on the seed (about ``correct_rate`` of the samples are right)::
+For the last ``What is a <op> b?`` in the prompt (or a backward child's shown step,
+``reads: "a <op> b = x."``) it answers in the few-shot style, right or wrong depending on the
+seed (about ``correct_rate`` of the samples are right)::
 
     " 3 + 5 = 8. The answer is 8."      # or " 3 + 5 = 9. The answer is 9."
 
@@ -26,7 +27,7 @@ from pydantic import Field
 from pipeline.config import Model
 from pipeline.engines.registry import Engine, EngineError, Prompt, Request, Sample
 
-_QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\?")
+_QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\?|reads: \"(\d+) ([-+*]) (\d+) = x\.\"")
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
@@ -52,7 +53,8 @@ def fake_completion(prompt: Prompt, seed: int, *, temperature: float, correct_ra
     found = _QUESTION.findall(text)
     if not found:
         return f" The answer is {h % 100}."
-    a, op, b = found[-1]
+    last = found[-1]
+    a, op, b = last[:3] if last[0] else last[3:]
     value = _OPS[op](int(a), int(b))
     if (h % 1000) / 1000 >= correct_rate:
         value += 1 + (h >> 10) % 9

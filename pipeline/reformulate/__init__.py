@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from pipeline.io import atomic_write_text, read_table, replace_dir, write_json
 from pipeline.keys import digest, sample_seed
 from pipeline.reformulate import fobar, hint_prefix, llm_backward  # noqa: F401  (each registers its method)
 from pipeline.reformulate.core import STAGE_REASONS, ReformulateResult, reformulate, select_parents
+from pipeline.reformulate.ladder import band_of
 from pipeline.reformulate.measure import EngineMeasure
 from pipeline.reformulate.registry import METHODS, Reformulator, build
 from pipeline.tablesets import table_set
@@ -166,7 +168,8 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True,
     )
     try:
         result = reformulate(parents, methods, existing_ids=set(problems.column("problem_id").to_pylist()),
-                             measure=measure, target_bands=cfg.target_bands)
+                             measure=measure, target_bands=cfg.target_bands,
+                             confirm=partial(band_of, bands=params.annotate.bands) if cfg.confirm else None)
     finally:
         measure.close()
     replace_dir(out.dir("problems", root), [("part-0", result.problems)], name="problems")
@@ -175,6 +178,7 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True,
     replace_dir(out.dir("rejects", root), [("reformulate", result.rejects)], name="rejects")
     metrics = {**result.metrics(), "policies": dict(zip(names, policy_ids, strict=True)),
                "ladder": {"policy": judge.name, "k": params.rollout.k, "target_bands": list(cfg.target_bands),
+                          "confirm": cfg.confirm,
                           "rungs_measured_now": measure.measured, "samples": measure.samples,
                           "engine_startup_s": round(measure.startup_s, 3), "generate_s": round(measure.generate_s, 3)},
                "seconds": round(time.perf_counter() - t0, 3)}

@@ -20,6 +20,16 @@ child asks for a quantity the chain determines. Rungs, in the order the ladder m
   Gold = the step's recomputed value; a step whose result equals the answer or a number the
   question already gives, or whose sentence does not show its computation (GSM8K's
   ``S + <<+30+46=76>>76``), is no rung.
+- ``step:<i>.<j>``: step j of the place-value expansion of step i
+  (:func:`pipeline.reformulate.arithmetic.expand_step`: ``48 - 29 = 19`` is ``48 - 20 = 28``
+  then ``28 - 9 = 19``), shown alone with its result replaced by ``x``; measured after the
+  solution's own steps. A one-operation parent (the synthetic set's ``What is 48 - 29?``, most
+  of its hard items) has no intermediate of its own; its expansion does::
+
+      What is 48 - 29? The answer to this question is 19. One step of its solution reads:
+      "48 - 20 = x." What is the value of x?                                      -> 28
+
+  Gold = that step's recomputed value, under the same rules as ``step:<i>``.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from pipeline.reformulate.arithmetic import NotArithmetic, Step, chain, evaluate, fmt
+from pipeline.reformulate.arithmetic import NotArithmetic, Step, chain, evaluate, expand_step, fmt
 from pipeline.reformulate.fobar import TEMPLATE as FOBAR_TEMPLATE
 from pipeline.reformulate.fobar import answer_text
 from pipeline.reformulate.numerals import count_x, find_numbers, has_variable_x, mask
@@ -107,6 +117,16 @@ def _step_text(solution: str, step: Step) -> str:
     return " ".join(_CALC.sub("", text).split())
 
 
+def _expansion(step: Step) -> list[tuple[int, str, Fraction]]:
+    """Step ``step``'s place-value steps: (1-based index, ``a op b = x.``, recomputed value); [] if it does not expand."""
+    expanded = expand_step(f"{step.expr} = {fmt(step.value)}.") or []
+    out = []
+    for j, text in enumerate(expanded[1:], start=1):  # [0] is the decomposition, not a computation
+        expr = text.split("=")[0].strip()
+        out.append((j, f"{expr} = x.", evaluate(expr)))
+    return out
+
+
 def _squash(text: str) -> str:
     return re.sub(r"[\s$,]", "", text)
 
@@ -141,6 +161,15 @@ def rungs(parent: Parent) -> list[Rung]:
         meta = {"rung_kind": "intermediate", "step": i + 1, "steps_total": len(steps), "step_text": text,
                 "chain": [f"{t.expr} = {fmt(t.value)}" for t in steps]}
         out.append((f"step:{i + 1}", Child(q, fmt(s.value), None, meta)))
+    for i, s in enumerate(steps):
+        for j, text, value in _expansion(s):
+            if value == answer or value in givens or value < 0 or has_variable_x(parent.question):
+                continue
+            q = STEP_TEMPLATE.format(question=parent.question, answer=answer_text(parent.answer), step=text)
+            meta = {"rung_kind": "intermediate", "step": i + 1, "steps_total": len(steps), "step_text": text,
+                    "expanded_from": f"{s.expr} = {fmt(s.value)}", "expansion_step": j,
+                    "chain": [f"{t.expr} = {fmt(t.value)}" for t in steps]}
+            out.append((f"step:{i + 1}.{j}", Child(q, fmt(value), None, meta)))
     if len(out) == 1 and isinstance(out[0][1], Skip):
         out.append(("step", Skip("no_intermediate", f"{len(steps)} step(s), none an intermediate to ask for")))
     return out

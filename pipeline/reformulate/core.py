@@ -28,7 +28,7 @@ from pipeline.bands import LEARNABLE
 from pipeline.errors import PassbandError
 from pipeline.gold import gold_parses
 from pipeline.keys import normalize_question, problem_id
-from pipeline.reformulate.ladder import Candidate, Climb, Measure, climb, summary
+from pipeline.reformulate.ladder import Bander, Candidate, Climb, Measure, climb, summary
 from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Skip
 from pipeline.schema import schema
 
@@ -106,13 +106,14 @@ def _candidate(label: str, out: Outcome, seen: set[str]) -> Candidate | Skip:
 
 def reformulate(
     parents: Sequence[Parent], methods: Sequence[Reformulator], *, existing_ids: set[str] | frozenset[str] = frozenset(),
-    measure: Measure | None = None, target_bands: Sequence[str] = (LEARNABLE,),
+    measure: Measure | None = None, target_bands: Sequence[str] = (LEARNABLE,), confirm: Bander | None = None,
 ) -> ReformulateResult:
     """Every method over every parent; ``existing_ids`` are the problem_ids a child must not collide with.
 
     With ``measure``, each parent's rungs are measured smallest first and the first in
     ``target_bands`` is kept (:mod:`pipeline.reformulate.ladder`); without it the first rung
-    the method could make is kept unmeasured.
+    the method could make is kept unmeasured. With ``confirm`` (the banding of pooled counts), a
+    rung that lands is measured again and kept only if both measurements pooled still land.
     """
     children: list[dict] = []
     rejects: list[dict] = []
@@ -131,7 +132,7 @@ def reformulate(
                     c.kept, c.done = cand, True
                     c.record.append({"rung": cand.rung, "problem_id": cand.problem_id, "outcome": "kept_unmeasured"})
         else:
-            rounds = climb(climbs, measure, target=target_bands, monotone=method.monotone)
+            rounds = climb(climbs, measure, target=target_bands, monotone=method.monotone, confirm=confirm)
         made, reasons, kept_rungs, measured = 0, Counter(), Counter(), 0
         for parent, c in zip(parents, climbs, strict=True):
             measured += sum("band" in e for e in c.record)

@@ -9,7 +9,15 @@ banded like any problem: one batch per round, so the engine works on all parents
     rung 0.5:  3/8 learnable  -> kept (the smallest rung in the target band)
     rung 0.75: not tried
 
-A rung that lands in ``target_bands`` is kept and the parent is done. A rung that lands *above*
+A rung that lands in ``target_bands`` is kept and the parent is done. With ``confirm`` (the
+default in the stage: ``reformulate.confirm``), a rung that lands is first measured again with
+k new samples and decided on the pooled 2k: one lucky group of k no longer keeps a child
+whose pass rate is below the band (on the main job, 7 of 22 children kept on one group fell
+out of the band when the stages re-measured them)::
+
+    rung step:1: 2/8 learnable, then 0/8 -> 2/16 too_hard, climbed
+
+A rung that lands *above*
 the target (``too_easy``) ends a monotone ladder (more help only makes it easier); a rung
 below it climbs. A rung the method could not make (a hint that leaks the answer, a duplicate)
 is recorded with its reason and the next rung is tried in the same round. Every rung's fate is
@@ -21,7 +29,7 @@ and ``not_tried`` for the rungs above the one that decided. Touches no files and
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.bands import TOO_EASY
@@ -40,6 +48,7 @@ class Candidate:
     answer: str
     child: Child
     rung: str
+    replica: int = 0  # 0: the rung's measurement; 1: its confirmation (k new samples, other seeds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,8 @@ class Measurement:
 
 # candidates -> one measurement per candidate, same order
 Measure = Callable[[list[Candidate]], list[Measurement]]
+# (n_correct, n) -> band: the banding of pooled counts
+Bander = Callable[[int, int], str]
 
 
 @dataclass
@@ -68,9 +79,14 @@ class Climb:
     kept: Candidate | None = None
     measurement: Measurement | None = None
     done: bool = False
+    landed: Measurement | None = None  # a rung that landed, waiting for its confirmation
 
     def next_candidate(self) -> Candidate | None:
         """Skip over the rungs that could not be made (recording why); the next one to measure, or None."""
+        if self.landed is not None:
+            rung = self.rungs[self.at]
+            assert isinstance(rung, Candidate)
+            return replace(rung, replica=1)
         while self.at < len(self.rungs):
             rung = self.rungs[self.at]
             if isinstance(rung, Candidate):
@@ -80,10 +96,22 @@ class Climb:
         self.done = True
         return None
 
-    def decide(self, m: Measurement, *, target: Sequence[str], monotone: bool) -> None:
+    def decide(self, m: Measurement, *, target: Sequence[str], monotone: bool, confirm: Bander | None = None) -> None:
         rung = self.rungs[self.at]
         assert isinstance(rung, Candidate)
-        entry = {"rung": rung.rung, "problem_id": rung.problem_id, "n": m.n, "n_correct": m.n_correct, "band": m.band}
+        if confirm is not None and self.landed is None and m.band in target:
+            self.landed = m  # measured again next round, decided on both
+            return
+        entry: dict[str, Any] = {"rung": rung.rung, "problem_id": rung.problem_id}
+        if self.landed is not None:
+            first = self.landed
+            entry["first"] = {"n": first.n, "n_correct": first.n_correct, "band": first.band}
+            entry["confirmation"] = {"n": m.n, "n_correct": m.n_correct, "band": m.band}
+            assert confirm is not None
+            n, c = first.n + m.n, first.n_correct + m.n_correct
+            m = Measurement(n, c, confirm(c, n))
+            self.landed = None
+        entry.update(n=m.n, n_correct=m.n_correct, band=m.band)
         self.at += 1
         if m.band in target:
             self.kept, self.measurement, self.done = rung, m, True
@@ -100,8 +128,12 @@ class Climb:
                                    else {"rung": label, "outcome": "not_tried"})
 
 
-def climb(ladders: Sequence[Climb], measure: Measure, *, target: Sequence[str], monotone: bool) -> int:
-    """Run every ladder to its end, one measured batch per round; returns the number of rounds."""
+def climb(ladders: Sequence[Climb], measure: Measure, *, target: Sequence[str], monotone: bool,
+          confirm: Bander | None = None) -> int:
+    """Run every ladder to its end, one measured batch per round; returns the number of rounds.
+
+    ``confirm``: bands pooled counts; given, a rung that lands is measured a second time (replica 1)
+    and decided on both measurements pooled."""
     rounds = 0
     while True:
         batch = [(c, cand) for c in ladders if not c.done and (cand := c.next_candidate()) is not None]
@@ -112,14 +144,18 @@ def climb(ladders: Sequence[Climb], measure: Measure, *, target: Sequence[str], 
         if len(results) != len(batch):
             raise ValueError(f"measure returned {len(results)} measurements for {len(batch)} candidates")
         for (c, _), m in zip(batch, results, strict=True):
-            c.decide(m, target=target, monotone=monotone)
+            c.decide(m, target=target, monotone=monotone, confirm=confirm)
 
 
 def summary(record: list[dict[str, Any]]) -> str:
     """``0.25: 0/8 unsolved, climbed; 0.5: hint_leaks_answer; 0.75: not_tried`` (a reject's detail)."""
     parts = []
     for e in record:
-        if "band" in e:
+        if "first" in e:
+            f, c = e["first"], e["confirmation"]
+            parts.append(f"{e['rung']}: {f['n_correct']}/{f['n']} {f['band']}, then {c['n_correct']}/{c['n']}: "
+                         f"{e['n_correct']}/{e['n']} {e['band']}, {e['outcome']}")
+        elif "band" in e:
             parts.append(f"{e['rung']}: {e['n_correct']}/{e['n']} {e['band']}, {e['outcome']}")
         else:
             parts.append(f"{e['rung']}: {e['outcome']}")

@@ -55,8 +55,12 @@ class EngineMeasure:
     def key(self, c: Candidate) -> str:
         from pipeline.verify.core import verifier_id
 
-        return digest(canonical_json([c.problem_id, c.answer, self.policy.policy_id, verifier_id(self.verify_config),
-                                      self.k]))
+        parts: list[Any] = [c.problem_id, c.answer, self.policy.policy_id, verifier_id(self.verify_config), self.k]
+        return digest(canonical_json([*parts, c.replica] if c.replica else parts))
+
+    def seed_salt(self, c: Candidate) -> str:
+        """The samples' seed salt: a confirmation (replica 1) draws k new seeds."""
+        return f"{self.salt}/{c.replica}" if c.replica else self.salt
 
     def cache(self) -> dict[str, dict[str, Any]]:
         if self._cache is None:
@@ -94,7 +98,8 @@ class EngineMeasure:
             engine = self._start()
             t0 = time.perf_counter()
             requests = [Request(key, self.policy.render(c.question),
-                                tuple(sample_seed(c.problem_id, self.salt, i) for i in range(self.k)), self.policy.sampling)
+                                tuple(sample_seed(c.problem_id, self.seed_salt(c), i) for i in range(self.k)),
+                                self.policy.sampling)
                         for key, c in todo.items()]
             samples = engine.generate(requests)
             self.generate_s += time.perf_counter() - t0
@@ -107,7 +112,7 @@ class EngineMeasure:
             for key, c in todo.items():
                 mine = [(r[2], r[3], st) for r, st in zip(rows, statuses, strict=True) if r[0] == key]
                 mine.sort()
-                cache[key] = {"key": key, "problem_id": c.problem_id, "rung": c.rung, "n": len(mine),
+                cache[key] = {"key": key, "problem_id": c.problem_id, "rung": c.rung, "replica": c.replica, "n": len(mine),
                               "n_correct": sum(st == "correct" for _, _, st in mine),
                               "completions": [t for _, t, _ in mine], "statuses": [st for _, _, st in mine]}
             self.measured += len(todo)
