@@ -213,6 +213,10 @@ class ReformulateConfig(Model):
         default_factory=lambda: [band_names.LEARNABLE], min_length=1,
         description="the ladder keeps a parent's smallest rung measured in these bands (else no child)",
     )
+    goal: float = Field(
+        0.4, ge=0, le=1, description="the share of hard parents that should get a learnable child: the report says, "
+                                     "per method and policy, whether it is reached",
+    )
     confirm: bool = Field(
         True, description="a rung that lands is measured again (k new samples) and kept only if both pooled still "
                           "land: one lucky group no longer keeps a child below the band",

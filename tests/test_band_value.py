@@ -7,7 +7,7 @@ import yaml
 
 from pipeline.config import ConfigError, load_params
 from pipeline.train import band_value as bv
-from pipeline.train.band_value_report import markdown, summarize
+from pipeline.train.band_value_report import by_arm, markdown, markdown_arms, summarize
 
 REPO = bv.Path(__file__).resolve().parent.parent
 EXPERIMENT = REPO / "experiments/band_value"
@@ -109,6 +109,14 @@ def test_summary_pass_rate_delta_and_flags():
     assert arm.flagged_correct_rate == pytest.approx(0.5) and arm.bands["learnable"] == 10
     table = markdown(rows)
     assert "| learnable-s0 | learnable | 0 | 10 | 0.500 [0.500, 0.500] | +0.250 [+0.250, +0.250] | 0.500 |" in table
+    # over seeds: the arm's mean change, its range, and how many seeds' intervals exclude 0
+    rows2 = summarize(diff + [diff_row(f"p{i}", "L1", 1) for i in range(10)], {"base": "B", "learnable-s0": "L",
+                      "learnable-s1": "L1"}, base="base", runs={"learnable-s0": ("learnable", 0),
+                                                               "learnable-s1": ("learnable", 1)}, n_boot=200)
+    (s,) = by_arm(rows2)
+    assert (s.arm, s.seeds, s.credibly_up, s.credibly_down) == ("learnable", 2, 1, 1)
+    assert s.mean_delta == pytest.approx((0.25 - 0.125) / 2) and (s.min_delta, s.max_delta) == pytest.approx((-0.125, 0.25))
+    assert "| learnable | 2 | +0.062 [-0.125, +0.250] | 1 / 1 | 0.250 |" in markdown_arms([s])
     with pytest.raises(ValueError, match="no held-out measurement"):
         summarize(diff, {"base": "B", "hard-s0": "H"}, base="base", runs={"hard-s0": ("hard", 0)})
 
@@ -166,7 +174,10 @@ def test_experiment_stages_with_the_fake_engine(tmp_path):
     out = run("band-value", "report")
     table = (tmp_path / "data/report/band_value.md").read_text()
     assert table in out and table.count("\n") == 2 + 5  # header, rule, base + four arms
+    arms_table = (tmp_path / "data/report/band_value_arms.md").read_text()
+    assert arms_table in out and arms_table.count("\n") == 2 + 4  # header, rule, four arms
     report = json.loads((tmp_path / "data/report/band_value.json").read_text())
+    assert [a["arm"] for a in report["arms"]] == list(bv.load_config(tmp_path / "band_value.yaml").arms)
     items = {r["items"] for r in report["policies"]}
     assert len(items) == 1 and items.pop() > 0
     assert (tmp_path / "data/report/band_value.png").read_bytes()[:4] == b"\x89PNG"

@@ -483,6 +483,10 @@ def test_cli_reformulate_and_report(tmp_path):
     assert anyone["policies"][pol]["parents_with_learnable_child"] == 1
     assert anyone["policies"][pol]["share_parents_with_learnable_child"] == pytest.approx(0.5)
     assert "fobar: 2 parents tried, 2 children kept" in res.output and "reward density 50 % -> 50 %" in res.output
+    # the goal (default 40 %): fobar's 1 of 2 reaches it, hint_prefix's 0 of 2 does not
+    goals = [line.strip() for line in res.output.splitlines() if "goal" in line]
+    assert goals[0] == "goal 40 % of hard parents with a learnable child: reached"  # fobar, first
+    assert "goal 40 % of hard parents with a learnable child: NOT reached" in goals
     png = tmp_path / "data/plots/reformulation_shift.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -127,10 +127,13 @@ def test_reformulation_loop_on_the_real_engine(tmp_path, vllm_engine, embedded_m
                      if next(d for d in child_diff if d["problem_id"] == c["problem_id"])["band"] == "learnable"}
         assert stats["parents_with_learnable_child"] == len(learnable)
 
-    # every kept child was measured by the ladder (its own seeds), in the target bands
+    # every kept child was measured by the ladder (its own seeds), then confirmed on 4 more (reformulate.confirm's
+    # default), in the target bands
     for c in children:
         meta = json.loads(c["metadata"])
-        assert meta["selected_on"]["n"] == 4 and meta["ladder"][0]["outcome"] in ("kept", "same_hint", "hint_leaks_answer")
+        assert meta["selected_on"]["n"] == 8 and meta["ladder"][0]["outcome"] in ("kept", "same_hint", "hint_leaks_answer")
+        kept = next(e for e in meta["ladder"] if e["outcome"] == "kept")
+        assert kept["first"]["n"] == kept["confirmation"]["n"] == 4
 
     # nothing already done is regenerated or re-measured
     again = reformulate(params, root=tmp_path, progress=False, engine_factory=factory)

@@ -53,6 +53,9 @@ def report(*, params, root) -> None:
                        f"({_pct(p['share_parents_with_learnable_child'])}); mean shift {_signed(p['mean_pass_rate_shift'])} "
                        f"[{_signed(p['shift_ci_low'])}, {_signed(p['shift_ci_high'])}] over {p['children_measured']} "
                        f"children; reward density {_pct(p['reward_density_before'])} -> {_pct(p['reward_density_after'])}")
+            share = p["share_parents_with_learnable_child"] or 0.0
+            verdict = "reached" if share >= params.reformulate.goal else "NOT reached"
+            click.echo(f"    goal {_pct(params.reformulate.goal)} of hard parents with a learnable child: {verdict}")
     click.echo(f"report: {path}")
 
 

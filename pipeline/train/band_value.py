@@ -204,6 +204,7 @@ def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
         logs[name], seconds[name] = saved["log"], saved["seconds"]
     out = root / cfg.report_dir
     atomic_write_text(out / "band_value.md", rep.markdown(rows))
+    atomic_write_text(out / "band_value_arms.md", rep.markdown_arms(rep.by_arm(rows)))
     atomic_write_text(out / "band_value.json", rep.to_json(rows, logs, seconds))
     rep.plot(rows, logs, out / "band_value.png")
     return out

@@ -75,6 +75,47 @@ def summarize(difficulty: list[dict[str, Any]], policies: dict[str, str], *, bas
     return out
 
 
+@dataclass(frozen=True)
+class ArmSummary:
+    """One arm over its seeds: the spread of the held-out change against the base."""
+
+    arm: str
+    seeds: int
+    mean_delta: float
+    min_delta: float
+    max_delta: float
+    credibly_up: int  # seeds whose 95 % interval of the change lies above 0
+    credibly_down: int
+    mean_flagged_correct: float | None
+
+
+def by_arm(rows: list[ArmRow]) -> list[ArmSummary]:
+    """Per arm (in the rows' order), the change against the base over seeds: mean, range, and sign counts."""
+    arms: dict[str, list[ArmRow]] = {}
+    for r in rows:
+        if r.arm is not None and r.delta is not None:
+            arms.setdefault(r.arm, []).append(r)
+    out = []
+    for arm, rs in arms.items():
+        deltas = [r.delta for r in rs if r.delta is not None]
+        flagged = [r.flagged_correct_rate for r in rs if r.flagged_correct_rate is not None]
+        out.append(ArmSummary(
+            arm=arm, seeds=len(rs), mean_delta=float(np.mean(deltas)), min_delta=min(deltas), max_delta=max(deltas),
+            credibly_up=sum(1 for r in rs if (r.delta_low or 0) > 0), credibly_down=sum(1 for r in rs if (r.delta_high or 0) < 0),
+            mean_flagged_correct=float(np.mean(flagged)) if flagged else None))
+    return out
+
+
+def markdown_arms(summaries: list[ArmSummary]) -> str:
+    lines = ["| arm | seeds | held-out change vs base: mean [min, max] | seeds up / down (95 % CI excludes 0) | "
+             "flagged correct (mean) |", "|---|---|---|---|---|"]
+    for a in summaries:
+        fc = "n/a" if a.mean_flagged_correct is None else f"{a.mean_flagged_correct:.3f}"
+        lines.append(f"| {a.arm} | {a.seeds} | {a.mean_delta:+.3f} [{a.min_delta:+.3f}, {a.max_delta:+.3f}] | "
+                     f"{a.credibly_up} / {a.credibly_down} | {fc} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(rows: list[ArmRow]) -> str:
     head = ("| policy | arm | seed | items | held-out pass rate [95 % CI] | vs base [95 % CI] | flagged correct | "
             + " | ".join(BANDS) + " |")
@@ -97,20 +138,29 @@ def plot(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], path: Path) 
 
     from pipeline.annotate.plots import _save_png
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    arm_of = {r.policy: r.arm for r in rows}
+    arms = list(dict.fromkeys(r.arm for r in rows if r.arm is not None))
+    colour = {arm: f"C{i}" for i, arm in enumerate(arms)}
+    seeds = sorted({r.seed for r in rows if r.seed is not None})
+    style = {s: ["-", "--", ":", "-."][i % 4] for i, s in enumerate(seeds)}
+    seed_of = {r.policy: r.seed for r in rows}
     for name, log in sorted(logs.items()):
-        a.plot([x["step"] for x in log], [x["reward"] for x in log], marker=".", label=name)
+        a.plot([x["step"] for x in log], [x["reward"] for x in log], marker=".", label=name,
+               color=colour.get(arm_of.get(name)), ls=style.get(seed_of.get(name), "-"))
     a.set(xlabel="GRPO step", ylabel="mean training reward", title="Training reward per step")
     a.legend(fontsize=8)
     xs = np.arange(len(rows))
     mid = np.array([r.pass_rate for r in rows])
     err = np.array([[r.pass_rate - r.ci_low for r in rows], [r.ci_high - r.pass_rate for r in rows]])
-    b.errorbar(xs, mid, yerr=err, fmt="o", capsize=4)
+    for i, r in enumerate(rows):
+        b.errorbar(xs[i], mid[i], yerr=err[:, i:i + 1], fmt="o", capsize=4, color=colour.get(r.arm, "black"))
+    b.axhline(rows[0].pass_rate, color="grey", lw=0.8, ls="--")  # the base policy
     b.set_xticks(xs, [r.policy for r in rows], rotation=20, fontsize=8)
     b.set(ylabel="held-out pass rate (95 % bootstrap CI)", title="Held-out pass rate per policy")
     _save_png(fig, path)
 
 
 def to_json(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], seconds: dict[str, float]) -> str:
-    return json.dumps({"policies": [asdict(r) for r in rows], "train_logs": logs, "train_seconds": seconds},
-                      indent=1, sort_keys=True)
+    return json.dumps({"policies": [asdict(r) for r in rows], "arms": [asdict(a) for a in by_arm(rows)],
+                       "train_logs": logs, "train_seconds": seconds}, indent=1, sort_keys=True)

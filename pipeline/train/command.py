@@ -80,4 +80,6 @@ def report(*, params, cfg, root) -> None:
 
     out = run(params, cfg, root=root)
     click.echo((out / "band_value.md").read_text(), nl=False)
-    click.echo(f"report: {out}/band_value.{{md,json,png}}")
+    click.echo()
+    click.echo((out / "band_value_arms.md").read_text(), nl=False)
+    click.echo(f"report: {out}/band_value.{{md,json,png}}, band_value_arms.md")
