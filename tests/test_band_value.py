@@ -91,8 +91,8 @@ def test_measure_params_name_each_checkpoint_by_its_weights(tmp_path):
 
 
 def diff_row(pid, pol, n_correct, flagged=None, band="learnable"):
-    return {"problem_id": pid, "policy_id": pol, "pass_rate": n_correct / 8, "n_correct": n_correct,
-            "flagged_correct_rate": flagged, "band": band}
+    return {"problem_id": pid, "policy_id": pol, "n": 8, "pass_rate": n_correct / 8, "n_correct": n_correct,
+            "ci_low": 0.0, "ci_high": 1.0, "flagged_correct_rate": flagged, "band": band}
 
 
 def test_summary_pass_rate_delta_and_flags():
@@ -108,7 +108,13 @@ def test_summary_pass_rate_delta_and_flags():
     assert arm.delta_low == pytest.approx(0.25) and arm.ci_low == pytest.approx(0.5)  # no spread: a point interval
     assert arm.flagged_correct_rate == pytest.approx(0.5) and arm.bands["learnable"] == 10
     table = markdown(rows)
-    assert "| learnable-s0 | learnable | 0 | 10 | 0.500 [0.500, 0.500] | +0.250 [+0.250, +0.250] | 0.500 |" in table
+    assert "| learnable-s0 | learnable | 0 | 10 | 0.500 [0.500, 0.500] | +0.250 [+0.250, +0.250] | 0 / 0 / 0 | 0.500 |" in table
+    # per-item drift against the base: 2/8 -> 4/8 is not credible on one item, 0/8 -> 8/8 is
+    assert (base.items_rose, arm.items_rose, arm.items_fell, arm.band_changed) == (None, 0, 0, 0)
+    moved = summarize([diff_row("a", "B", 0, band="unsolved"), diff_row("b", "B", 4), diff_row("c", "B", 8, band="too_easy"),
+                       diff_row("a", "L", 8, band="too_easy"), diff_row("b", "L", 4), diff_row("c", "L", 0, band="unsolved")],
+                      {"base": "B", "learnable-s0": "L"}, base="base", runs={"learnable-s0": ("learnable", 0)}, n_boot=50)
+    assert (moved[1].items_rose, moved[1].items_fell, moved[1].band_changed) == (1, 1, 2)
     # over seeds: the arm's mean change, its range, and how many seeds' intervals exclude 0
     rows2 = summarize(diff + [diff_row(f"p{i}", "L1", 1) for i in range(10)], {"base": "B", "learnable-s0": "L",
                       "learnable-s1": "L1"}, base="base", runs={"learnable-s0": ("learnable", 0),

@@ -18,8 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from pipeline.annotate import drift
 from pipeline.bands import BANDS
+from pipeline.schema import schema
+
+# the difficulty columns the drift core reads, typed as the difficulty table declares them
+DRIFT_COLUMNS = ["problem_id", "policy_id", "n", "n_correct", "pass_rate", "ci_low", "ci_high", "band"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,10 @@ class ArmRow:
     delta_high: float | None
     flagged_correct_rate: float | None
     bands: dict[str, int]
+    # per-item drift against the base (pipeline.annotate.drift: P(rose) >= 0.95 / <= 0.05); None for the base
+    items_rose: int | None = None
+    items_fell: int | None = None
+    band_changed: int | None = None
 
 
 def summarize(difficulty: list[dict[str, Any]], policies: dict[str, str], *, base: str,
@@ -52,6 +62,9 @@ def summarize(difficulty: list[dict[str, Any]], policies: dict[str, str], *, bas
     items = sorted(set.intersection(*(set(by_policy[policies[n]]) for n in names)))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(items), size=(n_boot, len(items)))
+    keep = set(items)
+    table = pa.Table.from_pylist([{k: d[k] for k in DRIFT_COLUMNS} for d in difficulty if d["problem_id"] in keep],
+                                 schema=pa.schema([schema("difficulty").arrow.field(c) for c in DRIFT_COLUMNS]))
     rates = {n: np.array([by_policy[policies[n]][p]["pass_rate"] for p in items]) for n in names}
     out = []
     for n in names:
@@ -61,17 +74,20 @@ def summarize(difficulty: list[dict[str, Any]], policies: dict[str, str], *, bas
         n_correct = sum(x["n_correct"] for x in rows)
         flagged = sum((x["flagged_correct_rate"] or 0.0) * x["n_correct"] for x in rows)
         delta = dlo = dhi = None
+        moved: dict[str, Any] = {}
         if n != base:
             diff = r - rates[base]
             dboot = diff[idx].mean(axis=1)
             delta, dlo, dhi = float(diff.mean()), *map(float, np.quantile(dboot, [0.025, 0.975]))
+            s = drift.summary(drift.drift(table, policy_from=policies[base], policy_to=policies[n]))
+            moved = {"items_rose": s["credible_rose"], "items_fell": s["credible_fell"], "band_changed": s["band_changed"]}
         arm, s = runs.get(n, (None, None))
         out.append(ArmRow(
             policy=n, arm=arm, seed=s, policy_id=policies[n], items=len(items), pass_rate=float(r.mean()),
             ci_low=float(np.quantile(boot, 0.025)), ci_high=float(np.quantile(boot, 0.975)),
             delta=delta, delta_low=dlo, delta_high=dhi,
             flagged_correct_rate=flagged / n_correct if n_correct else None,
-            bands={b: sum(1 for x in rows if x["band"] == b) for b in BANDS}))
+            bands={b: sum(1 for x in rows if x["band"] == b) for b in BANDS}, **moved))
     return out
 
 
@@ -117,14 +133,15 @@ def markdown_arms(summaries: list[ArmSummary]) -> str:
 
 
 def markdown(rows: list[ArmRow]) -> str:
-    head = ("| policy | arm | seed | items | held-out pass rate [95 % CI] | vs base [95 % CI] | flagged correct | "
-            + " | ".join(BANDS) + " |")
-    lines = [head, "|" + "---|" * (7 + len(BANDS))]
+    head = ("| policy | arm | seed | items | held-out pass rate [95 % CI] | vs base [95 % CI] | "
+            "items rose / fell / changed band | flagged correct | " + " | ".join(BANDS) + " |")
+    lines = [head, "|" + "---|" * (8 + len(BANDS))]
     for r in rows:
         delta = "" if r.delta is None else f"{r.delta:+.3f} [{r.delta_low:+.3f}, {r.delta_high:+.3f}]"
+        moved = "" if r.items_rose is None else f"{r.items_rose} / {r.items_fell} / {r.band_changed}"
         fc = "n/a" if r.flagged_correct_rate is None else f"{r.flagged_correct_rate:.3f}"
         lines.append(f"| {r.policy} | {r.arm or 'base'} | {'' if r.seed is None else r.seed} | {r.items} | "
-                     f"{r.pass_rate:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] | {delta} | {fc} | "
+                     f"{r.pass_rate:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] | {delta} | {moved} | {fc} | "
                      + " | ".join(str(r.bands[b]) for b in BANDS) + " |")
     return "\n".join(lines) + "\n"
 
