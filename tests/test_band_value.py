@@ -7,7 +7,7 @@ import yaml
 
 from pipeline.config import ConfigError, load_params
 from pipeline.train import band_value as bv
-from pipeline.train.band_value_report import by_arm, markdown, markdown_arms, summarize
+from pipeline.train.band_value_report import by_arm, contrasts, markdown, markdown_arms, markdown_contrasts, summarize
 
 REPO = bv.Path(__file__).resolve().parent.parent
 EXPERIMENT = REPO / "experiments/band_value"
@@ -127,6 +127,23 @@ def test_summary_pass_rate_delta_and_flags():
         summarize(diff, {"base": "B", "hard-s0": "H"}, base="base", runs={"hard-s0": ("hard", 0)})
 
 
+def test_contrasts_between_arms_carry_the_seed_spread():
+    """Arm A - arm B, averaged over seeds and items; the interval resamples seeds and items, so two seeds that
+    disagree give an interval across 0 even when the means differ, and two that agree do not."""
+    base = [diff_row(f"p{i}", "B", 4) for i in range(20)]
+    agree = [diff_row(f"p{i}", pol, c) for i in range(20) for pol, c in (("L0", 6), ("L1", 6), ("H0", 2), ("H1", 2))]
+    names = {"base": "B", "learnable-s0": "L0", "learnable-s1": "L1", "hard-s0": "H0", "hard-s1": "H1"}
+    runs = {"learnable-s0": ("learnable", 0), "learnable-s1": ("learnable", 1), "hard-s0": ("hard", 0), "hard-s1": ("hard", 1)}
+    (c,) = contrasts(base + agree, names, base="base", runs=runs, n_boot=500)
+    assert (c.better, c.worse, c.seeds) == ("learnable", "hard", (2, 2))  # random and children were not trained
+    assert c.diff == pytest.approx(0.5) and c.ci_low == pytest.approx(0.5) and c.p_better == 1.0
+    # learnable seeds 7/8 and 1/8 (mean 0.5) against hard 2/8 in both: the mean is ahead, the seeds are not sure
+    split = [diff_row(f"p{i}", pol, c) for i in range(20) for pol, c in (("L0", 7), ("L1", 1), ("H0", 2), ("H1", 2))]
+    (c,) = contrasts(base + split, names, base="base", runs=runs, n_boot=500)
+    assert c.diff == pytest.approx(0.25) and c.ci_low < 0 < c.ci_high and 0.5 < c.p_better < 1.0
+    assert markdown_contrasts([c]).splitlines()[2].startswith("| learnable > hard | +0.250 [")
+
+
 def test_experiment_stages_with_the_fake_engine(tmp_path):
     """ingest -> rollout -> verify -> annotate -> reformulate (and its set's stages) -> publish -> arms ->
     measure -> report through the CLI, the fake engine standing in for vLLM and two-byte files for the
@@ -181,7 +198,7 @@ def test_experiment_stages_with_the_fake_engine(tmp_path):
     table = (tmp_path / "data/report/band_value.md").read_text()
     assert table in out and table.count("\n") == 2 + 5  # header, rule, base + four arms
     arms_table = (tmp_path / "data/report/band_value_arms.md").read_text()
-    assert arms_table in out and arms_table.count("\n") == 2 + 4  # header, rule, four arms
+    assert arms_table in out and arms_table.count("\n") == (2 + 4) + 1 + (2 + 6)  # four arms; blank; six predictions
     report = json.loads((tmp_path / "data/report/band_value.json").read_text())
     assert [a["arm"] for a in report["arms"]] == list(bv.load_config(tmp_path / "band_value.yaml").arms)
     items = {r["items"] for r in report["policies"]}

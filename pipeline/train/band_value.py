@@ -194,6 +194,7 @@ def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
     base = cfg.base_policy or params.rollout.policies[0]
     runs = {run_name(a, s): (a, s) for a in cfg.arms for s in cfg.seeds}
     rows = rep.summarize(difficulty, policies, base=base, runs=runs)
+    contrasts = rep.contrasts(difficulty, policies, base=base, runs=runs)
     logs, seconds = {}, {}
     for name in runs:
         path = root / cfg.checkpoints_dir / name / "train_log.json"
@@ -204,7 +205,7 @@ def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
         logs[name], seconds[name] = saved["log"], saved["seconds"]
     out = root / cfg.report_dir
     atomic_write_text(out / "band_value.md", rep.markdown(rows))
-    atomic_write_text(out / "band_value_arms.md", rep.markdown_arms(rep.by_arm(rows)))
-    atomic_write_text(out / "band_value.json", rep.to_json(rows, logs, seconds))
+    atomic_write_text(out / "band_value_arms.md", rep.markdown_arms(rep.by_arm(rows)) + "\n" + rep.markdown_contrasts(contrasts))
+    atomic_write_text(out / "band_value.json", rep.to_json(rows, logs, seconds, contrasts))
     rep.plot(rows, logs, out / "band_value.png")
     return out

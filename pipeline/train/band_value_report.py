@@ -49,17 +49,22 @@ class ArmRow:
     band_changed: int | None = None
 
 
-def summarize(difficulty: list[dict[str, Any]], policies: dict[str, str], *, base: str,
-              runs: dict[str, tuple[str, int]], n_boot: int = 2000, seed: int = 0) -> list[ArmRow]:
-    """``policies``: name -> policy_id; ``runs``: trained policy name -> (arm, seed). Items every policy measured."""
+def _common_items(difficulty: list[dict[str, Any]], policies: dict[str, str], names: list[str]):
+    """Rows by policy_id and problem_id, and the items every named policy measured (sorted)."""
     by_policy: dict[str, dict[str, dict[str, Any]]] = {}
     for d in difficulty:
         by_policy.setdefault(d["policy_id"], {})[d["problem_id"]] = d
-    names = [base, *runs]
     missing = [n for n in names if policies.get(n) not in by_policy]
     if missing:
         raise ValueError(f"no held-out measurement for {missing}; re-run the measure stage")
-    items = sorted(set.intersection(*(set(by_policy[policies[n]]) for n in names)))
+    return by_policy, sorted(set.intersection(*(set(by_policy[policies[n]]) for n in names)))
+
+
+def summarize(difficulty: list[dict[str, Any]], policies: dict[str, str], *, base: str,
+              runs: dict[str, tuple[str, int]], n_boot: int = 2000, seed: int = 0) -> list[ArmRow]:
+    """``policies``: name -> policy_id; ``runs``: trained policy name -> (arm, seed). Items every policy measured."""
+    names = [base, *runs]
+    by_policy, items = _common_items(difficulty, policies, names)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(items), size=(n_boot, len(items)))
     keep = set(items)
@@ -89,6 +94,62 @@ def summarize(difficulty: list[dict[str, Any]], policies: dict[str, str], *, bas
             flagged_correct_rate=flagged / n_correct if n_correct else None,
             bands={b: sum(1 for x in rows if x["band"] == b) for b in BANDS}, **moved))
     return out
+
+
+# The research's prediction, as ordered pairs (better arm, worse arm): learnable > random > hard, and
+# children (learnable rewrites of hard parents) > hard. Pairs whose arms were not trained are skipped.
+PREDICTIONS = (("learnable", "random"), ("random", "hard"), ("learnable", "hard"), ("children", "hard"),
+               ("children", "random"), ("learnable", "children"))
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Held-out pass rate of arm ``better`` minus arm ``worse``, each averaged over its seeds and the items."""
+
+    better: str
+    worse: str
+    seeds: tuple[int, int]
+    diff: float
+    ci_low: float  # 95 % two-level bootstrap: seeds resampled within each arm, items resampled (paired)
+    ci_high: float
+    p_better: float  # share of bootstrap draws with diff > 0
+
+
+def contrasts(difficulty: list[dict[str, Any]], policies: dict[str, str], *, base: str,
+              runs: dict[str, tuple[str, int]], pairs=PREDICTIONS, n_boot: int = 4000, seed: int = 0) -> list[Contrast]:
+    """Arm against arm over seeds. Seed-to-seed spread is part of the interval: with 2-3 seeds an arm's
+    effect is only credible when every seed agrees and the items do too."""
+    by_policy, items = _common_items(difficulty, policies, [base, *runs])
+    per_arm: dict[str, list[np.ndarray]] = {}
+    for name, (arm, _) in runs.items():
+        per_arm.setdefault(arm, []).append(np.array([by_policy[policies[name]][p]["pass_rate"] for p in items]))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(items), size=(n_boot, len(items)))
+
+    def boot(arm: str) -> np.ndarray:  # n_boot draws of the arm's mean over resampled seeds and items
+        runs_ = np.stack(per_arm[arm])                        # seeds x items
+        item_means = runs_[:, idx].mean(axis=2).T             # n_boot x seeds
+        pick = rng.integers(0, len(runs_), size=item_means.shape)
+        return np.take_along_axis(item_means, pick, axis=1).mean(axis=1)
+
+    out = []
+    for better, worse in pairs:
+        if better not in per_arm or worse not in per_arm:
+            continue
+        d = boot(better) - boot(worse)
+        out.append(Contrast(better=better, worse=worse, seeds=(len(per_arm[better]), len(per_arm[worse])),
+                            diff=float(np.mean(per_arm[better]) - np.mean(per_arm[worse])),
+                            ci_low=float(np.quantile(d, 0.025)), ci_high=float(np.quantile(d, 0.975)),
+                            p_better=float((d > 0).mean())))
+    return out
+
+
+def markdown_contrasts(cs: list[Contrast]) -> str:
+    lines = ["| prediction | held-out pass rate difference, mean over seeds [95 % CI: seeds and items resampled] | "
+             "P(difference > 0) |", "|---|---|---|"]
+    lines += [f"| {c.better} > {c.worse} | {c.diff:+.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}] | {c.p_better:.2f} |"
+              for c in cs]
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -178,6 +239,8 @@ def plot(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], path: Path) 
     _save_png(fig, path)
 
 
-def to_json(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], seconds: dict[str, float]) -> str:
+def to_json(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], seconds: dict[str, float],
+            contrasts: list[Contrast] = ()) -> str:
     return json.dumps({"policies": [asdict(r) for r in rows], "arms": [asdict(a) for a in by_arm(rows)],
+                       "contrasts": [asdict(c) for c in contrasts],
                        "train_logs": logs, "train_seconds": seconds}, indent=1, sort_keys=True)
