@@ -109,6 +109,12 @@ def test_summary_pass_rate_delta_and_flags():
     assert arm.flagged_correct_rate == pytest.approx(0.5) and arm.bands["learnable"] == 10
     table = markdown(rows)
     assert "| learnable-s0 | learnable | 0 | 10 | 0.500 [0.500, 0.500] | +0.250 [+0.250, +0.250] | 0 / 0 / 0 | 0.500 |" in table
+    # with the training log: the steps whose group rewards differed (the others give GRPO a zero advantage)
+    log = [{"step": 1, "frac_reward_zero_std": 1.0}, {"step": 2, "frac_reward_zero_std": 0.0},
+           {"step": 3, "frac_reward_zero_std": 0.5}]
+    lines = markdown(rows, {"learnable-s0": log}).splitlines()
+    assert lines[0].endswith("| GRPO steps with a signal |") and lines[2].endswith("| |")  # the base trained nothing
+    assert lines[3].endswith("| 0.500 | 0 | 10 | 0 | 0 | 2 / 3 |")
     # per-item drift against the base: 2/8 -> 4/8 is not credible on one item, 0/8 -> 8/8 is
     assert (base.items_rose, arm.items_rose, arm.items_fell, arm.band_changed) == (None, 0, 0, 0)
     moved = summarize([diff_row("a", "B", 0, band="unsolved"), diff_row("b", "B", 4), diff_row("c", "B", 8, band="too_easy"),

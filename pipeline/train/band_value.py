@@ -204,7 +204,7 @@ def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
             raise ConfigError(f"{path}: unreadable training log ({exc}); re-run that training stage") from None
         logs[name], seconds[name] = saved["log"], saved["seconds"]
     out = root / cfg.report_dir
-    atomic_write_text(out / "band_value.md", rep.markdown(rows))
+    atomic_write_text(out / "band_value.md", rep.markdown(rows, logs))
     atomic_write_text(out / "band_value_arms.md", rep.markdown_arms(rep.by_arm(rows)) + "\n" + rep.markdown_contrasts(contrasts))
     atomic_write_text(out / "band_value.json", rep.to_json(rows, logs, seconds, contrasts))
     rep.plot(rows, logs, out / "band_value.png")

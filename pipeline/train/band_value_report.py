@@ -193,10 +193,19 @@ def markdown_arms(summaries: list[ArmSummary]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(rows: list[ArmRow]) -> str:
+def signal_steps(log: list[dict[str, Any]]) -> tuple[int, int]:
+    """(GRPO steps where some group's rewards differed, steps): only those steps have a non-zero advantage."""
+    return sum(1 for x in log if (x.get("frac_reward_zero_std") or 0.0) < 1.0), len(log)
+
+
+def markdown(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """The per-policy table; with the training logs, a column of the GRPO steps that had a signal."""
+    logs = logs or {}
     head = ("| policy | arm | seed | items | held-out pass rate [95 % CI] | vs base [95 % CI] | "
             "items rose / fell / changed band | flagged correct | " + " | ".join(BANDS) + " |")
     lines = [head, "|" + "---|" * (8 + len(BANDS))]
+    if logs:
+        lines = [lines[0] + " GRPO steps with a signal |", lines[1] + "---|"]
     for r in rows:
         delta = "" if r.delta is None else f"{r.delta:+.3f} [{r.delta_low:+.3f}, {r.delta_high:+.3f}]"
         moved = "" if r.items_rose is None else f"{r.items_rose} / {r.items_fell} / {r.band_changed}"
@@ -204,6 +213,8 @@ def markdown(rows: list[ArmRow]) -> str:
         lines.append(f"| {r.policy} | {r.arm or 'base'} | {'' if r.seed is None else r.seed} | {r.items} | "
                      f"{r.pass_rate:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] | {delta} | {moved} | {fc} | "
                      + " | ".join(str(r.bands[b]) for b in BANDS) + " |")
+        if logs:
+            lines[-1] += " {} / {} |".format(*signal_steps(logs[r.policy])) if r.policy in logs else " |"
     return "\n".join(lines) + "\n"
 
 
