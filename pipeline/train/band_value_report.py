@@ -219,7 +219,7 @@ def markdown(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]] | None = 
 
 
 def plot(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], path: Path) -> None:
-    """Left: training reward per step per run; right: held-out pass rate per policy with its interval."""
+    """Left: training reward per step per arm (mean over seeds); right: held-out pass rate per policy with its interval."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -228,16 +228,17 @@ def plot(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], path: Path) 
     from pipeline.annotate.plots import _save_png
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
-    arm_of = {r.policy: r.arm for r in rows}
     arms = list(dict.fromkeys(r.arm for r in rows if r.arm is not None))
     colour = {arm: f"C{i}" for i, arm in enumerate(arms)}
-    seeds = sorted({r.seed for r in rows if r.seed is not None})
-    style = {s: ["-", "--", ":", "-."][i % 4] for i, s in enumerate(seeds)}
-    seed_of = {r.policy: r.seed for r in rows}
-    for name, log in sorted(logs.items()):
-        a.plot([x["step"] for x in log], [x["reward"] for x in log], marker=".", label=name,
-               color=colour.get(arm_of.get(name)), ls=style.get(seed_of.get(name), "-"))
-    a.set(xlabel="GRPO step", ylabel="mean training reward", title="Training reward per step")
+    for arm in arms:  # per arm: the mean over seeds of each step's reward, the seeds' range shaded
+        runs = [logs[r.policy] for r in rows if r.arm == arm and r.policy in logs]
+        if not runs:
+            continue
+        steps = sorted({x["step"] for log in runs for x in log})
+        per_step = [[x["reward"] for log in runs for x in log if x["step"] == st] for st in steps]
+        a.plot(steps, [np.mean(v) for v in per_step], marker=".", color=colour[arm], label=f"{arm} ({len(runs)} seeds)")
+        a.fill_between(steps, [min(v) for v in per_step], [max(v) for v in per_step], color=colour[arm], alpha=0.12)
+    a.set(xlabel="GRPO step", ylabel="training reward (mean over seeds; range shaded)", title="Training reward per step")
     a.legend(fontsize=8)
     xs = np.arange(len(rows))
     mid = np.array([r.pass_rate for r in rows])
@@ -245,7 +246,7 @@ def plot(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], path: Path) 
     for i, r in enumerate(rows):
         b.errorbar(xs[i], mid[i], yerr=err[:, i:i + 1], fmt="o", capsize=4, color=colour.get(r.arm, "black"))
     b.axhline(rows[0].pass_rate, color="grey", lw=0.8, ls="--")  # the base policy
-    b.set_xticks(xs, [r.policy for r in rows], rotation=20, fontsize=8)
+    b.set_xticks(xs, [r.policy for r in rows], rotation=35, ha="right", fontsize=8)
     b.set(ylabel="held-out pass rate (95 % bootstrap CI)", title="Held-out pass rate per policy")
     _save_png(fig, path)
 
