@@ -1,8 +1,9 @@
 """The band-value experiment: do passband's bands predict what GRPO training is worth?
 
-Three arms of equal size, drawn from the published folder as a user loads it
+Disjoint arms of equal size, drawn from the published folder as a user loads it
 (``datasets.load_dataset(folder, config)``, train split): ``learnable``, ``hard`` (``too_hard`` +
-``unsolved``) and ``random`` (a seeded draw from ``default``), disjoint. Each arm trains the base
+``unsolved``), ``children`` (``reformulated``: learnable rewrites of hard parents) and ``random`` (a
+seeded draw from ``default``). Each arm trains the base
 policy with TRL's GRPOTrainer for the same steps and seeds (:mod:`pipeline.train.grpo`); every
 checkpoint becomes a policy snapshot (model = its folder, revision = sha256 of its weights) and
 is measured on the held-out source by passband's own rollout, verify and annotate stages, next to
@@ -11,10 +12,10 @@ report (:mod:`pipeline.train.band_value_report`) turns those tables into the arm
 
 Configuration: ``band_value.yaml`` beside the experiment's ``params.yaml``::
 
-    arms: {learnable: [learnable], hard: [too_hard, unsolved], random: [default]}
+    arms: {learnable: [learnable], hard: [too_hard, unsolved], random: [default], children: [reformulated]}
     arm_size: 16          # items per arm (null: the smallest arm's size)
     draw_seed: 0          # the arms' draw
-    seeds: [0]            # GRPO seeds; each arm trains once per seed
+    seeds: [0, 1, 2]      # GRPO seeds; each arm trains once per seed
     heldout_source: heldout
     grpo: {steps: 8, num_generations: 8, prompts_per_step: 2, max_completion_tokens: 48}
 """
