@@ -13,6 +13,7 @@ at least one shortcut flag)::
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -84,8 +85,8 @@ def summarize(difficulty: list[dict[str, Any]], policies: dict[str, str], *, bas
             diff = r - rates[base]
             dboot = diff[idx].mean(axis=1)
             delta, dlo, dhi = float(diff.mean()), *map(float, np.quantile(dboot, [0.025, 0.975]))
-            s = drift.summary(drift.drift(table, policy_from=policies[base], policy_to=policies[n]))
-            moved = {"items_rose": s["credible_rose"], "items_fell": s["credible_fell"], "band_changed": s["band_changed"]}
+            dr = drift.summary(drift.drift(table, policy_from=policies[base], policy_to=policies[n]))
+            moved = {"items_rose": dr["credible_rose"], "items_fell": dr["credible_fell"], "band_changed": dr["band_changed"]}
         arm, s = runs.get(n, (None, None))
         out.append(ArmRow(
             policy=n, arm=arm, seed=s, policy_id=policies[n], items=len(items), pass_rate=float(r.mean()),
@@ -116,7 +117,8 @@ class Contrast:
 
 
 def contrasts(difficulty: list[dict[str, Any]], policies: dict[str, str], *, base: str,
-              runs: dict[str, tuple[str, int]], pairs=PREDICTIONS, n_boot: int = 4000, seed: int = 0) -> list[Contrast]:
+              runs: dict[str, tuple[str, int]], pairs: Sequence[tuple[str, str]] = PREDICTIONS, n_boot: int = 4000,
+              seed: int = 0) -> list[Contrast]:
     """Arm against arm over seeds. Seed-to-seed spread is part of the interval: with 2-3 seeds an arm's
     effect is only credible when every seed agrees and the items do too."""
     by_policy, items = _common_items(difficulty, policies, [base, *runs])
@@ -252,7 +254,7 @@ def plot(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], path: Path) 
 
 
 def to_json(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], seconds: dict[str, float],
-            contrasts: list[Contrast] = ()) -> str:
+            contrasts: Sequence[Contrast] = ()) -> str:
     return json.dumps({"policies": [asdict(r) for r in rows], "arms": [asdict(a) for a in by_arm(rows)],
                        "contrasts": [asdict(c) for c in contrasts],
                        "train_logs": logs, "train_seconds": seconds}, indent=1, sort_keys=True)
