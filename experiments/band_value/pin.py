@@ -1,4 +1,4 @@
-"""Pin the passband code the experiment runs on: ``git archive`` of band_value.yaml's ``passband_commit``.
+"""Pin the passband code the experiment runs on: ``git archive`` of pin.yaml's ``passband_commit``.
 
 The experiment is a consumer of passband, and a long one (50 GRPO runs, hours on a CPU box, run across
 sessions from DVC's cache). Its stages depend on this pinned copy, not on the working tree's pipeline/, so
@@ -36,7 +36,7 @@ def resolve(rev: str, repo: Path) -> str:
     out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=repo,
                          capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
-        raise SystemExit(f"pin: band_value.yaml passband_commit {rev!r} is not a commit of {repo}")
+        raise SystemExit(f"pin: pin.yaml passband_commit {rev!r} is not a commit of {repo}")
     return out.stdout.strip()
 
 
@@ -74,10 +74,10 @@ def pin(rev: str, *, repo: Path, target: Path = TARGET) -> str:
 
 
 def main() -> None:
-    config = yaml.safe_load((HERE / "band_value.yaml").read_text(encoding="utf-8"))
+    config = yaml.safe_load((HERE / "pin.yaml").read_text(encoding="utf-8"))
     rev = config.get("passband_commit")
     if not rev:
-        raise SystemExit("pin: band_value.yaml has no passband_commit")
+        raise SystemExit("pin: pin.yaml has no passband_commit")
     repo = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=HERE, capture_output=True, text=True,
                                timeout=60, check=True).stdout.strip())
     commit = pin(str(rev), repo=repo)
