@@ -1,0 +1,152 @@
+"""The verify stage's shell and helpers; :mod:`pipeline.verify` describes the stage and re-exports its public names."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from pipeline.config import Params
+from pipeline.io import claim_table_dir, damaged, read_shard, read_table, shard_paths, write_metrics, write_table
+from pipeline.keys import digest
+from pipeline.schema import schema
+from pipeline.tablesets import table_set
+from pipeline.thinking import thinking_of
+from pipeline.verify.core import VerifyError, VerifyResult, gold_digest, verifier_id, verify
+from pipeline.verify.judge import Judgement, judge, judge_many
+
+__all__ = ["Judgement", "VerifyError", "VerifyResult", "gold_digest", "judge", "judge_many", "run", "verifier_id",
+           "verify"]
+
+KEY = ["problem_id", "policy_id", "sample_idx"]
+FAILED = ("timeout", "error")
+
+
+# columns verdicts gained after their first shards were written: older shards get them as nulls
+LATER_COLUMNS = ("gold_digest", "thinking_chars", "thinking_closed")
+
+
+def _add_later_columns(directory: Path) -> int:
+    """Give shards written before verdicts recorded :data:`LATER_COLUMNS` those columns (null); shards upgraded."""
+    upgraded = 0
+    declared = schema("verdicts").arrow
+    for path in shard_paths(directory):
+        try:
+            names = pq.read_schema(path).names
+        except (pa.ArrowException, OSError) as exc:
+            raise damaged(path, "verdicts", exc) from None
+        missing = [c for c in LATER_COLUMNS if c not in names]
+        if not missing:
+            continue
+        table = pq.read_table(path)
+        for c in missing:
+            table = table.append_column(c, pa.nulls(table.num_rows, declared.field(c).type))
+        write_table(table, path, name="verdicts")
+        upgraded += 1
+    return upgraded
+
+
+def policy_modes(policies: pa.Table) -> dict[str, str]:
+    """policy_id -> its own thinking mode, from the policies table's identity (policies without one: absent)."""
+    modes = {}
+    for pid, ident in zip(policies.column("policy_id").to_pylist(), policies.column("identity").to_pylist(), strict=True):
+        mode = thinking_of(ident)
+        if mode is not None:
+            modes[pid] = mode
+    return modes
+
+
+def stale_verdicts(verdicts: pa.Table, problems: pa.Table, vid: str) -> pa.Table:
+    """Keys of verifier ``vid``'s verdicts graded against another gold than the problem's current one."""
+    mine = verdicts.filter(pc.equal(verdicts.column("verifier_id"), vid)).select([*KEY, "gold_digest"])
+    if mine.num_rows == 0:
+        return mine.select(KEY)
+    pids = problems.column("problem_id").to_pylist()
+    current = pa.table({"problem_id": pa.array(pids, pa.string()),
+                        "current": pa.array([gold_digest(a) for a in problems.column("answer").to_pylist()], pa.string())})
+    joined = mine.join(current, keys="problem_id", join_type="inner")
+    changed = pc.fill_null(pc.not_equal(joined.column("gold_digest"), joined.column("current")), True)
+    return joined.filter(changed).select(KEY)
+
+
+def pending_rollouts(rollouts: pa.Table, verdicts: pa.Table, vid: str) -> pa.Table:
+    """Rollouts with no verdict from verifier ``vid`` yet."""
+    done = verdicts.filter(pc.equal(verdicts.column("verifier_id"), vid)).select(KEY)
+    if done.num_rows == 0:
+        return rollouts
+    return rollouts.join(done, keys=KEY, join_type="left anti").sort_by([(k, "ascending") for k in KEY])
+
+
+def _drop_verdicts(directory: Path, keys: pa.Table, vid: str) -> int:
+    """Remove verifier ``vid``'s verdicts for ``keys`` from every shard under ``directory``; rows removed."""
+    removed = 0
+    for path in shard_paths(directory):
+        table = read_shard(path, name="verdicts")
+        mine = pc.equal(table.column("verifier_id"), vid)
+        kept = table.filter(mine).join(keys, keys=KEY, join_type="left anti").select(table.schema.names).cast(table.schema)
+        dropped = (pc.sum(mine).as_py() or 0) - kept.num_rows
+        if not dropped:
+            continue
+        rest = pa.concat_tables([table.filter(pc.invert(mine)), kept]).sort_by([(k, "ascending") for k in KEY])
+        if rest.num_rows:
+            write_table(rest, path, name="verdicts")
+        else:
+            path.unlink()
+        removed += dropped
+    return removed
+
+
+def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progress: bool = True,
+        retry_failed: bool = False) -> VerifyResult:
+    """The shell: the set's rollouts and problems in, a new verdicts shard (only the new work) and metrics out."""
+    ts = table_set(params, set_name)
+    cfg = params.verify
+    vid = verifier_id(cfg)
+    t0 = time.perf_counter()
+    rollouts = read_table(ts.dir("rollouts", root), name="rollouts",
+                          columns=["problem_id", "policy_id", "sample_idx", "completion"])
+    # verify rewrites and removes verdict shards: only in a folder it can prove is the verdicts table's (issue 29)
+    claim_table_dir(ts.dir("verdicts", root), name="verdicts")
+    _add_later_columns(ts.dir("verdicts", root))
+    existing = read_table(ts.dir("verdicts", root), name="verdicts", columns=[*KEY, "verifier_id", "status", "gold_digest"])
+    problems = read_table(ts.dir("problems", root), name="problems", columns=["problem_id", "answer"])
+    # each policy's thinking mode is part of its policy_id; the rollout stage wrote its row before its rollouts
+    modes = policy_modes(read_table(ts.dir("policies", root), name="policies", columns=["policy_id", "identity"]))
+    stale = stale_verdicts(existing, problems, vid)
+    regraded = 0
+    if stale.num_rows:
+        regraded = _drop_verdicts(ts.dir("verdicts", root), stale, vid)
+        existing = existing.join(stale, keys=KEY, join_type="left anti")
+    retried = 0
+    if retry_failed:
+        failed = existing.filter(pc.and_(pc.equal(existing.column("verifier_id"), vid),
+                                         pc.is_in(existing.column("status"), pa.array(FAILED)))).select(KEY)
+        if failed.num_rows:
+            retried = _drop_verdicts(ts.dir("verdicts", root), failed, vid)
+            existing = existing.join(failed, keys=KEY, join_type="left anti")
+    todo = pending_rollouts(rollouts, existing, vid)
+    with tqdm(total=todo.num_rows, desc=f"verify[{set_name}]", unit=" rollouts", disable=not progress,
+              mininterval=1.0) as bar:
+        if cfg.executor == "ray":
+            from pipeline.verify.on_ray import verify_on_ray
+
+            result = verify_on_ray(todo, problems, config=cfg, chunk_rows=cfg.ray_chunk_rows, address=cfg.ray_address,
+                                   on_done=bar.update, modes=modes)
+        else:
+            result = verify(todo, problems, config=cfg, on_done=bar.update, modes=modes)
+    seconds = time.perf_counter() - t0
+    if result.verdicts.num_rows:
+        keys = "\n".join(f"{a}|{b}|{c}" for a, b, c in zip(*(result.verdicts.column(k).to_pylist() for k in KEY), strict=True))
+        shard = f"{vid.split('/')[-1]}-{digest(keys, length=12)}.parquet"
+        write_table(result.verdicts, ts.dir("verdicts", root) / shard, name="verdicts")
+    write_metrics(ts.metrics_file("verify", root), {
+        **result.metrics(), "rollouts": rollouts.num_rows, "skipped_already_verified": rollouts.num_rows - todo.num_rows,
+        "retried_failed": retried, "reverified_changed_gold": regraded,
+        "seconds": round(seconds, 3),
+        "rollouts_per_s": round(todo.num_rows / seconds, 1) if seconds and todo.num_rows else None,
+    }, root=root)
+    return result
