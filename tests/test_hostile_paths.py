@@ -111,7 +111,7 @@ def test_publish_refuses_a_file_and_replaces_its_own_folder(pub):
 
 
 def test_a_folder_made_while_publish_writes_is_checked_again_before_the_swap(pub, monkeypatch):
-    import pipeline.publish as publish
+    import pipeline.publish.stage as publish
 
     real = publish.write_folder
 

@@ -1,0 +1,370 @@
+"""The publish stage's shell and helpers; :mod:`pipeline.publish` describes the stage and re-exports its public names."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from pipeline import __version__
+from pipeline.bands import LEARNABLE
+from pipeline.config import ConfigError, Params
+from pipeline.io import follow_umask, read_table, swap_dirs
+from pipeline.keys import canonical_json
+from pipeline.ownership import check_target, published_proof, remove_tree
+from pipeline.publish import card as card_mod
+from pipeline.publish import exports as ex
+from pipeline.publish.core import (
+    BANDS,
+    DEFAULT_CONFIG,
+    REFORMULATED_CONFIG,
+    UNKNOWN_LICENSE,
+    Dataset,
+    Inputs,
+    PublishError,
+    Spec,
+    build,
+)
+from pipeline.tablesets import table_set
+
+__all__ = ["BANDS", "BUILD_FILE", "PublishError", "PublishResult", "build", "read_build_info", "run"]
+
+BUILD_FILE = "build.json"
+LOCK_STAGE = "publish"  # its own lock entry is left out of the digest (it records this stage's output)
+
+
+@dataclass
+class PublishResult:
+    folder: Path
+    dataset: Dataset
+    files: list[str]  # every file written, relative to the folder
+    build: card_mod.BuildInfo
+
+    def load_hint(self) -> str:
+        cfg = LEARNABLE if LEARNABLE in self.dataset.configs else DEFAULT_CONFIG
+        return f'datasets.load_dataset("{self.folder}", "{cfg}")'
+
+
+# --- provenance --------------------------------------------------------------------------------
+
+def _upstream(stages: dict, root: Path) -> set[str] | None:
+    """The lock's stages the publish stage is built from: those whose outputs its dvc.yaml deps name, and theirs,
+    transitively (None without a dvc.yaml publish stage). Stages DVC runs after publish (drift, catalog, the
+    reformulation report) are left out: at publish time their entries are not yet this run's."""
+    try:
+        spec = (yaml.safe_load((root / "dvc.yaml").read_text()) or {}).get("stages", {}).get(LOCK_STAGE)
+        params = yaml.safe_load((root / "params.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    if not spec:
+        return None
+
+    def value(match: re.Match) -> str:
+        v = params
+        for part in match[1].split("."):
+            v = v.get(part, {}) if isinstance(v, dict) else {}
+        return v if isinstance(v, str) else match[0]
+
+    def resolve(entry) -> str:
+        return os.path.normpath(re.sub(r"\$\{([\w.]+)\}", value, entry if isinstance(entry, str) else next(iter(entry))))
+
+    wanted = {resolve(d) for d in spec.get("deps", [])}
+    chosen: set[str] = set()
+    while True:
+        new = {name for name, st in stages.items() if name not in chosen
+               and any(os.path.normpath(o.get("path", "")) in wanted for o in st.get("outs") or [])}
+        if not new:
+            return chosen
+        chosen |= new
+        wanted |= {os.path.normpath(d.get("path", "")) for name in new for d in stages[name].get("deps") or []}
+
+
+def dvc_lock_digest(root: Path) -> str | None:
+    """sha256 of the canonical JSON of dvc.lock's entries of the stages this folder is built from (:func:`_upstream`;
+    every stage but publish itself where dvc.yaml has no publish stage). A fresh clone's ``dvc repro`` rewrites those
+    entries, identical, before publish runs, so the digest, and the folder, are the committed ones."""
+    lock = root / "dvc.lock"
+    if not lock.is_file():
+        return None
+    raw = yaml.safe_load(lock.read_text()) or {}
+    every = {k: v for k, v in (raw.get("stages") or {}).items() if k != LOCK_STAGE}
+    upstream = _upstream(every, root)
+    stages = every if upstream is None else {k: v for k, v in every.items() if k in upstream}
+    return hashlib.sha256(canonical_json({"schema": raw.get("schema"), "stages": stages}).encode()).hexdigest()
+
+
+def code_paths(root: Path) -> list[str]:
+    """The code the publish stage depends on: its dvc.yaml deps under pipeline/ and schemas/ (both folders whole
+    without a dvc.yaml publish stage)."""
+    try:
+        spec = (yaml.safe_load((root / "dvc.yaml").read_text()) or {}).get("stages", {}).get(LOCK_STAGE) or {}
+    except (OSError, yaml.YAMLError):
+        spec = {}
+    deps = [d if isinstance(d, str) else next(iter(d)) for d in spec.get("deps", [])]
+    mine = [d for d in deps if d.split("/")[0] in ("pipeline", "schemas")]
+    return mine or ["pipeline", "schemas"]
+
+
+def git_state(root: Path) -> tuple[str | None, bool]:
+    """(the last commit that changed the code publish depends on (:func:`code_paths`), whether that code differs
+    from it); (None, False) outside a git checkout. Not HEAD, nor the last commit to pipeline/: committing the run's
+    dvc.lock, docs or a module publish does not load moves those, and a card naming them would differ in a fresh
+    clone's run while DVC sees nothing to re-run, changing dvc.lock again."""
+    paths = code_paths(root)
+    try:
+        head = subprocess.run(["git", "log", "-1", "--format=%H", "--", *paths], cwd=root,
+                              capture_output=True, text=True, timeout=30)
+        if head.returncode != 0:
+            return None, False
+        diff = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root,
+                              capture_output=True, text=True, timeout=30)
+        return head.stdout.strip() or None, bool(diff.stdout.strip())  # None: no commit holds them
+    except (OSError, subprocess.TimeoutExpired):
+        return None, False
+
+
+def build_info(root: Path) -> card_mod.BuildInfo:
+    commit, dirty = git_state(root)
+    return card_mod.BuildInfo(__version__, commit, dirty, dvc_lock_digest(root))
+
+
+def read_build_info(folder: Path) -> dict:
+    path = Path(folder) / BUILD_FILE
+    if not path.is_file():
+        raise PublishError(f"{folder} holds no {BUILD_FILE}: build it with `passband publish` first")
+    return json.loads(path.read_text())
+
+
+# --- licenses ----------------------------------------------------------------------------------
+
+def detect_license(text: str) -> str | None:
+    """The Hub id of a license text, for the few texts recognised with certainty (else None)."""
+    head = text[:2000]
+    if "MIT License" in head or "Permission is hereby granted, free of charge" in head:
+        return "mit"
+    if "Apache License" in head and "Version 2.0" in head:
+        return "apache-2.0"
+    return None
+
+
+@dataclass(frozen=True)
+class SourceLicense:
+    source: str
+    kind: str
+    license: str
+    text_file: Path | None  # LICENSE beside the source's file, when there is one
+
+
+def source_licenses(params: Params, *, root: Path) -> list[SourceLicense]:
+    """Each source's license: publish.licenses[kind], checked against a recognised LICENSE text beside the
+    source's file; without a mapping, the recognised text's; without either, ``unknown``."""
+    out = []
+    for src in params.ingest.sources:
+        lic = params.publish.licenses.get(src.kind)
+        text_file = None
+        if src.path:
+            candidate = (root / src.path).parent / "LICENSE"
+            if candidate.is_file():
+                text_file = candidate
+                found = detect_license(candidate.read_text(errors="replace"))
+                if found and lic is not None and lic != found:
+                    raise ConfigError(
+                        f"publish.licenses gives source kind {src.kind!r} license {lic!r}, "
+                        f"but {candidate} is the {found!r} license text"
+                    )
+                lic = lic or found
+        out.append(SourceLicense(src.name, src.kind, lic or UNKNOWN_LICENSE, text_file))
+    return out
+
+
+# --- the shell ---------------------------------------------------------------------------------
+
+def _renderer(name: str):
+    from pipeline.rollout.prompts import load_template, render
+
+    template = load_template(name)
+    if not template.chat:
+        raise ConfigError(f"publish.prompt_template {name!r} is not a chat template (chat: false); the prompt column is messages")
+
+    def to_messages(question: str) -> list[dict[str, str]]:
+        return [dict(m) for m in render(template, question).messages]
+
+    return to_messages, f"{template.name} v{template.version}"
+
+
+def read_inputs(params: Params, *, root: Path) -> Inputs:
+    main, reform = table_set(params, "main"), table_set(params, "reformulated")
+    return Inputs(
+        problems=read_table(main.dir("problems", root), name="problems"),
+        difficulty=read_table(main.dir("difficulty", root), name="difficulty"),
+        policies=_concat_policies(read_table(main.dir("policies", root), name="policies"),
+                                  read_table(reform.dir("policies", root), name="policies")),
+        reformulated_problems=read_table(reform.dir("problems", root), name="problems"),
+        reformulated_difficulty=read_table(reform.dir("difficulty", root), name="difficulty"),
+        reformulated_rejects=read_table(reform.dir("rejects", root), name="rejects"),
+    )
+
+
+def _concat_policies(a: pa.Table, b: pa.Table) -> pa.Table:
+    return pa.concat_tables([a, b])  # core drops the duplicates (every set records the same policy)
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if table.num_rows == 0:  # no row group at all: datasets' reader chokes on a 0-row group, skips a file without any
+        pq.ParquetWriter(path, table.schema, compression="zstd").close()
+        return
+    pq.write_table(table, path, compression="zstd")
+
+
+def _shards(table, rows: int) -> list:
+    if table.num_rows == 0:
+        return [table]
+    return [table.slice(i, rows) for i in range(0, table.num_rows, rows)]
+
+
+def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: list[SourceLicense],
+                 template_label: str, build: card_mod.BuildInfo) -> list[str]:
+    """Write every file of the folder under ``staging``; returns their relative paths."""
+    cfg = params.publish
+    written: list[str] = []
+
+    def put_bytes(rel: str, data: bytes) -> None:
+        p = staging / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        written.append(rel)
+
+    files: dict[str, dict[str, str]] = {}
+    for config, splits in dataset.configs.items():
+        if dataset.rows(config) == 0:  # 🤗 datasets cannot load a config without rows: not declared (the card says so)
+            continue
+        files[config] = {}
+        for split, table in splits.items():
+            parts = _shards(table, cfg.shard_rows)
+            for i, part in enumerate(parts):
+                rel = f"data/{config}/{split}-{i:05d}-of-{len(parts):05d}.parquet"
+                _write_parquet(part, staging / rel)
+                written.append(rel)
+            files[config][split] = f"data/{config}/{split}-*.parquet"
+
+    unknown = [c for c in cfg.exports if c not in dataset.configs]
+    if unknown:
+        raise ConfigError(f"publish.exports names unknown configs {unknown}; known: {', '.join(dataset.configs)}")
+    for config in cfg.exports:
+        for split, table in dataset.configs[config].items():
+            if table.num_rows == 0:
+                continue
+            rel = f"exports/verl/{config}/{split}.parquet"
+            _write_parquet(ex.verl_table(table, split=split), staging / rel)
+            written.append(rel)
+            rel = f"exports/trl/{config}/{split}.parquet"
+            _write_parquet(ex.trl_table(table), staging / rel)
+            written.append(rel)
+            put_bytes(f"exports/openrlhf/{config}/{split}.jsonl", ex.openrlhf_jsonl(table).encode())
+    if any(dataset.rows(c) for c in cfg.exports):
+        put_bytes("exports/verl/reward.py", ex.VERL_REWARD.encode())
+        put_bytes("exports/openrlhf/reward_func.py", ex.OPENRLHF_REWARD.encode())
+
+    items = _items_per_source(dataset)
+    rows = []
+    copied: dict[bytes, str] = {}
+    for s in licenses:
+        rel = None
+        if s.text_file is not None:
+            data = s.text_file.read_bytes()
+            rel = copied.get(data)
+            if rel is None:
+                rel = f"licenses/{s.kind}.LICENSE.txt"
+                if rel in copied.values():
+                    rel = f"licenses/{s.source}.LICENSE.txt"
+                put_bytes(rel, data)
+                copied[data] = rel
+        rows.append((s.source, s.kind, s.license, items.get(s.source, 0), rel))
+    spec = card_mod.CardSpec(
+        repo_id=cfg.repo_id, pretty_name=cfg.pretty_name, tags=tuple(cfg.tags),
+        learnable_min=params.annotate.bands.learnable_min, learnable_max=params.annotate.bands.learnable_max,
+        unsolved_max=params.annotate.bands.unsolved_max,
+        prompt_template=template_label, source_licenses=tuple(rows),
+    )
+    put_bytes(card_mod.HISTOGRAM, card_mod.histogram_png(dataset, spec=spec))
+    exported = [c for c in cfg.exports if dataset.rows(c)]
+    exports = {fmt: exported for fmt in ex.FORMATS} if exported else {}
+    put_bytes("README.md", card_mod.render(dataset, files=files, exports=exports, spec=spec, build=build,
+                                           private=cfg.private).encode())
+    manifest = {
+        **build.as_dict(),
+        "policy": {"name": dataset.primary["name"], "policy_id": dataset.primary["policy_id"]},
+        "verifier_ids": dataset.verifier_ids,
+        "rows": {c: dataset.rows(c) for c in dataset.configs},
+        "bands": dataset.band_counts(DEFAULT_CONFIG),
+        "unmeasured": dataset.unmeasured,
+        "unmeasured_reformulated": dataset.unmeasured_reformulated,
+    }
+    put_bytes(BUILD_FILE, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    return sorted(written)
+
+
+def _items_per_source(dataset: Dataset) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for config in (DEFAULT_CONFIG, REFORMULATED_CONFIG):
+        for table in dataset.configs[config].values():
+            for s in table.column("source").to_pylist():
+                counts[s] = counts.get(s, 0) + 1
+    return counts
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    """Replace ``target`` by ``staging`` in one atomic exchange (pipeline.io.swap_dirs); the old folder is removed after."""
+    old = swap_dirs(staging, target)
+    if old is not None:
+        remove_tree(old)
+
+
+def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
+    """The shell: tables from params.yaml's paths in, the folder ``paths.published`` out."""
+    root = Path(root).resolve()
+    target = root / params.paths.published
+    others = [root / v for k, v in params.paths.configured().items() if k != "published"]
+
+    def check() -> None:
+        check_target(target, owned=published_proof, what="the published folder", key="published", root=root,
+                     others=others)
+
+    check()  # before any work: a folder passband did not write is refused, untouched
+    cfg = params.publish
+    render, template_label = _renderer(cfg.prompt_template)
+    licenses = source_licenses(params, root=root)
+    spec = Spec(
+        policy=cfg.policy or params.rollout.policies[0],
+        bands=tuple(cfg.bands),
+        reformulated_bands=tuple(cfg.reformulated_bands),
+        licenses={s.source: s.license for s in licenses},
+        render=render,
+    )
+    dataset = build(read_inputs(params, root=root), spec=spec)
+    info = build_info(root)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for kind in ("new", "old"):  # a killed run's staging or old folder (publish runs under its lock)
+        for half in target.parent.glob(f".{target.name}.{kind}.*"):
+            remove_tree(half)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.new."))
+    follow_umask(staging, directory=True)  # mkdtemp makes it owner-only
+    try:
+        files = write_folder(dataset, staging=staging, params=params, licenses=licenses,
+                             template_label=template_label, build=info)
+        check()  # again, just before the swap: the folder may have changed while this one was written
+        _swap_in(staging, target)
+    except BaseException:
+        remove_tree(staging)
+        raise
+    return PublishResult(folder=target, dataset=dataset, files=files, build=info)
