@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from pipeline.sqltext import sql_literal
+from pipeline.stats import posterior_mass
 
 TOO_EASY = "too_easy"
 LEARNABLE = "learnable"
@@ -80,8 +81,6 @@ def assign_band(c: int, n: int, cfg: Edges) -> str:
 
 
 def band_confidence(c: int, n: int, band: str, cfg: Edges) -> float:
-    from pipeline.annotate.stats import posterior_mass
-
     lo, hi = band_ranges(cfg)[band]
     return posterior_mass(c, n, lo, hi)
 

@@ -8,7 +8,9 @@ import math
 import mpmath
 import pytest
 
-from pipeline.annotate.stats import (
+from pipeline.bands import assign_band, band_confidence, band_ranges
+from pipeline.config import BandsConfig, ConfigError, parse_params
+from pipeline.stats import (
     beta_cdf,
     beta_ppf,
     grpo_advantage,
@@ -19,8 +21,6 @@ from pipeline.annotate.stats import (
     posterior_mass,
     wilson,
 )
-from pipeline.bands import assign_band, band_confidence, band_ranges
-from pipeline.config import BandsConfig, ConfigError, parse_params
 
 
 @pytest.mark.parametrize(("x", "a", "b"),

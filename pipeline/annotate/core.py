@@ -4,7 +4,7 @@ The core works on a DuckDB connection that has the input tables as views (``verd
 ``rollouts``, ``problems``: Parquet globs in the stage, Arrow tables in tests) and touches no
 files. Everything row-wise runs inside DuckDB, streaming and under its memory limit; Python
 only sees (a) the distinct (n, n_correct) pairs, whose statistics it computes once each
-(:mod:`pipeline.annotate.stats`, :mod:`pipeline.bands`), and (b) the candidate rows
+(:mod:`pipeline.stats`, :mod:`pipeline.bands`), and (b) the candidate rows
 of each flag detector (:mod:`pipeline.annotate.flags`). One real difficulty row::
 
     "What is 52 - 27?"  n 8, n_correct 1, pass_rate 0.125, ci [0.014, 0.454], band too_hard,
@@ -39,10 +39,10 @@ from pipeline.annotate.flags import (
     sql_hits_sql,
     sql_literal,
 )
-from pipeline.annotate.stats import group_stats
 from pipeline.bands import assign_band, band_confidence
 from pipeline.config import AnnotateConfig, parse_options
 from pipeline.schema import schema
+from pipeline.stats import group_stats
 
 
 def flag_options(config: AnnotateConfig) -> FlagOptions:

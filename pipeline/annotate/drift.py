@@ -22,8 +22,8 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.annotate.stats import beta_cdf, beta_ppf
 from pipeline.bands import BANDS
+from pipeline.stats import beta_cdf, beta_ppf
 
 CREDIBLE = 0.95
 GRID = 400

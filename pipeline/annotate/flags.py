@@ -41,10 +41,10 @@ import pyarrow as pa
 from pydantic import Field
 
 from pipeline.annotate.arith import LATEX_PER_TEXT, LEADING, answer_key, answer_value, computes, stated_answers
-from pipeline.annotate.stats import TRL_STD_EPS, grpo_advantage
 from pipeline.config import Model, unknown_name
 from pipeline.schema import schema
 from pipeline.sqltext import sql_literal
+from pipeline.stats import TRL_STD_EPS, grpo_advantage
 from pipeline.thinking import SQL_HAS_THINKING, final_section
 from pipeline.thinking import split as split_thinking
 from pipeline.verify.grader import normalize_answer
@@ -151,7 +151,7 @@ def steps(text: str) -> int:
     return re.sub(r"<<[^>]*>>", "", text).count("=")
 
 
-# TRL's advantage of a success (pipeline.annotate.stats.grpo_advantage) over `samples` columns
+# TRL's advantage of a success (pipeline.stats.grpo_advantage) over `samples` columns
 ADVANTAGE_SQL = (f"CASE WHEN n_correct = n THEN 0 ELSE (1 - pass_rate) / (sqrt(n * pass_rate * (1 - pass_rate) / (n - 1))"
                  f" + {TRL_STD_EPS}) END")
 
@@ -167,7 +167,7 @@ def rare_success(row: dict, opts: FlagOptions) -> Hit | None:
     """Correct in a group whose pass rate is at or below ``rare_success_max_pass_rate``.
 
     Score: the advantage this sample gets in TRL's GRPOTrainer (group rewards over their sample
-    std + 1e-4; :func:`pipeline.annotate.stats.grpo_advantage`): 2.47 for one success in 8, the
+    std + 1e-4; :func:`pipeline.stats.grpo_advantage`): 2.47 for one success in 8, the
     amplification of a possibly lucky success.
     """
     adv = grpo_advantage(row["n_correct"], row["n"])

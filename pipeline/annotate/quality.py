@@ -9,7 +9,7 @@ annotate core on those completions, then compares every flag with the label it c
     unsupported_answer  42 flagged, 45 labelled unsupported, precision 0.93 [0.81, 0.98], recall 0.87 ...
 
 Precision = flagged and labelled / flagged; recall = flagged and labelled / labelled; both with
-Wilson 95 % intervals (:func:`pipeline.annotate.stats.wilson`).
+Wilson 95 % intervals (:func:`pipeline.stats.wilson`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from pipeline.annotate.core import annotate_tables
 from pipeline.annotate.flags import DETECTORS
-from pipeline.annotate.stats import wilson
 from pipeline.config import AnnotateConfig, VerifyConfig
 from pipeline.errors import PassbandError
+from pipeline.stats import wilson
 
 # the labels a reader gives (docs/flags.md, "Labelling guide"), each a boolean
 LABELS = ("correct", "unsupported", "hedged", "repetition", "copied", "truncated")

@@ -38,9 +38,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pipeline.annotate.stats import beta_binomial_pmf, beta_cdf
 from pipeline.bands import LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED, assign_band
 from pipeline.config import AdaptiveBudget, BandsConfig, FixedBudget, RolloutConfig
+from pipeline.stats import beta_binomial_pmf, beta_cdf
 
 STOP_REASONS = ("fixed", "curtailed", "confident", "max_k", "incomplete")
 SIDES = {UNSOLVED: "below", TOO_HARD: "below", LEARNABLE: LEARNABLE, TOO_EASY: "above"}
