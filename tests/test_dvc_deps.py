@@ -79,9 +79,39 @@ def covered(file: str, deps: Iterable[str]) -> bool:
 
 # --- the stages ---------------------------------------------------------------------------------
 
+# A stage of experiments/band_value that runs on a pinned copy of passband (experiments/band_value/pin.py):
+# ``PYTHONPATH=$PWD/<copy> passband ...``. The copy holds every module of a commit, so a dep on it covers them.
+PINNED = re.compile(r"PYTHONPATH=\$PWD/(\S+)\s+(.*)")
+PIN_COMMAND = "python pin.py"  # the stage that writes the copy
+
+
+def _repo_path(path: str) -> str:
+    p = Path(path).resolve()
+    return p.relative_to(REPO).as_posix() if p.is_relative_to(REPO) else str(p)
+
+
+@cache
+def pinned() -> dict[str, tuple[str, str]]:
+    """``{stage address: (its pinned copy, the pin stage's outs)}`` for the stages that run on a pinned copy."""
+    from dvc.repo import Repo
+
+    out, pin_outs = {}, {}
+    with Repo(str(REPO)) as repo:
+        for stage in repo.index.stages:
+            if stage.path_in_repo not in DVC_FILES:
+                continue
+            if stage.cmd.strip() == PIN_COMMAND:
+                pin_outs[stage.path_in_repo] = tuple(_repo_path(o.fs_path) for o in stage.outs)
+            elif m := PINNED.match(stage.cmd.strip()):
+                copy = _repo_path(str(Path(stage.wdir) / m.group(1)))
+                out[stage.addressing] = (copy, stage.path_in_repo)
+    return {a: (copy, pin_outs.get(f, ())) for a, (copy, f) in out.items()}
+
+
 @cache
 def stages() -> dict[str, tuple[str, tuple[str, ...]]]:
-    """``{stage address: (command module, deps as repo-relative paths)}`` for every stage of DVC_FILES."""
+    """``{stage address: (command module, deps as repo-relative paths)}`` for every stage of DVC_FILES that runs
+    passband from the working tree (not the pin stage, nor the stages that run on its pinned copy)."""
     from dvc.repo import Repo
 
     from pipeline.cli import COMMANDS
@@ -89,16 +119,12 @@ def stages() -> dict[str, tuple[str, tuple[str, ...]]]:
     out = {}
     with Repo(str(REPO)) as repo:
         for stage in repo.index.stages:
-            if stage.path_in_repo not in DVC_FILES:
+            if stage.path_in_repo not in DVC_FILES or stage.cmd.strip() == PIN_COMMAND or PINNED.match(stage.cmd):
                 continue
             words = stage.cmd.split()
             assert words[0] == "passband", f"{stage.addressing}: runs {stage.cmd!r}, not a passband subcommand"
             module = COMMANDS[words[1]].split(":")[0]
-            deps = []
-            for d in stage.deps:
-                p = Path(d.fs_path).resolve()
-                deps.append(p.relative_to(REPO).as_posix() if p.is_relative_to(REPO) else str(p))
-            out[stage.addressing] = (module, tuple(deps))
+            out[stage.addressing] = (module, tuple(_repo_path(d.fs_path) for d in stage.deps))
     return out
 
 
@@ -111,6 +137,27 @@ def test_stage_deps_cover_the_code_it_loads(stage):
     module, deps = stages()[stage]
     missing = sorted(f for f in needed_files(module) if not covered(f, deps))
     assert not missing, f"{stage} (runs {module}) loads or reads these, which its deps do not list: {missing}"
+
+
+@pytest.mark.parametrize("stage", list(pinned()))
+def test_a_pinned_stage_depends_on_the_pinned_copy_and_nothing_of_the_working_tree(stage):
+    """The experiment's stages run on the pin stage's copy: they must depend on that copy (the pin stage's out),
+    and a dep on the working tree's code would retrain the arms for edits they never run."""
+    from dvc.repo import Repo
+
+    copy, pin_outs = pinned()[stage]
+    assert copy in pin_outs, f"{stage} runs on {copy}, which no pin stage ({PIN_COMMAND!r}) writes: {pin_outs}"
+    with Repo(str(REPO)) as repo:
+        (found,) = [s for s in repo.index.stages if s.addressing == stage]
+        deps = [_repo_path(d.fs_path) for d in found.deps]
+    assert copy in deps, f"{stage} runs on {copy} but does not depend on it"
+    live = [d for d in deps if d.startswith(("pipeline", "schemas"))]
+    assert not live, f"{stage} runs on the pinned copy but depends on the working tree's {live}"
+
+
+def test_the_experiment_pins_its_stages():
+    assert {a.split(":")[0] for a in pinned()} == {"experiments/band_value/dvc.yaml"}
+    assert any("train@" in a for a in pinned())
 
 
 @pytest.mark.parametrize("stage", _ids())
@@ -301,6 +348,9 @@ def rewrite(dvc_file: Path) -> str:
                 i += 1
         deps = yaml.safe_load("\n".join(r[4:] for r in region))["deps"]
         body = declared[stage].get("do", declared[stage])
+        if body["cmd"].strip() == PIN_COMMAND or PINNED.match(body["cmd"].strip()):  # the pinned copy's deps stay
+            out += region
+            continue
         code = [prefix + f for f in code_deps(COMMANDS[body["cmd"].split()[1]].split(":")[0])]
         data = [d for d in deps if not d.removeprefix(prefix).startswith(("pipeline/", "schemas"))]
         out += ["    " + r.strip() for r in region[1:] if r.strip().startswith("#")]
