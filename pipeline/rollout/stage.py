@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm import tqdm
 
-from pipeline import keys
 from pipeline.config import Params
-from pipeline.engines.registry import Engine, ModelSpec, Sample, create_engine
+from pipeline.engines.registry import Engine, Sample, create_engine
 from pipeline.errors import PassbandError
 from pipeline.io import claim_table_dir, read_table, write_metrics, write_table
 from pipeline.rollout.adaptive import Outcomes, adaptive_rounds, add_outcomes, counts
-from pipeline.rollout.core import existing_keys, plan, rollout, select_problems
+from pipeline.rollout.core import existing_keys, rollout, select_problems
+from pipeline.rollout.plan import plan_run
 from pipeline.rollout.policy import Policy, check_distinct, policies_table, resolve_policy
 from pipeline.schema import schema
 from pipeline.tablesets import table_set
@@ -161,8 +162,55 @@ class _Judge:
         return known
 
 
-def _engine_key(policy: Policy, options: dict[str, Any]) -> tuple[str, ModelSpec, str]:
-    return policy.engine, policy.model, keys.canonical_json(options)
+class _Writer:
+    """Writes the shards the core yields (atomically, by name), records their keys as done, counts and shows progress."""
+
+    def __init__(self, out: Path, existing: dict[str, set], result: RolloutResult, bar: tqdm) -> None:
+        self.out, self.existing, self.result, self.bar = out, existing, result, bar
+        self.generate_s = 0.0  # generation time of the engines already closed
+
+    def generate(self, policy: Policy, engine: _LazyEngine, problems: pa.Table, *, k, shard_size: int,
+                 skips: dict[str, str]) -> Iterator[pa.Table]:
+        """Generate ``policy``'s missing samples ``0..k-1`` of ``problems``; yields each shard once it is written."""
+        stats = self.result.per_policy[policy.name]
+        eng = engine.get(self.bar)
+        for name, table in rollout(problems, policy=policy, k=k, existing=self.existing[policy.policy_id], engine=eng,
+                                   shard_size=shard_size, on_sample=lambda s: self._sampled(s, stats, engine),
+                                   on_skip=lambda pid, why: skips.setdefault(pid, why)):
+            write_table(table, self.out / f"{name}.parquet", name="rollouts")
+            self.existing[policy.policy_id].update(zip(table.column("problem_id").to_pylist(),
+                                                       table.column("sample_idx").to_pylist(), strict=True))
+            self.result.shards += 1
+            yield table
+
+    def _sampled(self, sample: Sample, stats: dict[str, Any], engine: _LazyEngine) -> None:
+        self.result.samples += 1
+        self.result.tokens += sample.n_tokens
+        stats["tokens"] += sample.n_tokens
+        elapsed = self.generate_s + engine.elapsed()
+        self.bar.update(1)
+        if elapsed > 0:
+            self.bar.set_postfix_str(f"{self.result.tokens / elapsed:.1f} tok/s", refresh=False)
+
+
+def _adaptive(policy: Policy, *, writer: _Writer, engine: _LazyEngine, problems: pa.Table, params: Params, judge: _Judge,
+              policies: list[Policy], decided: dict[str, dict[str, tuple[int, int]]], skips: dict[str, str]) -> None:
+    """One policy's adaptive rounds (pipeline/rollout/adaptive.py): each round's targets generated, then judged."""
+    cfg = params.rollout
+    prior = params.policies[policy.name].prior
+    src = next((q for q in policies if prior and q.name == prior.policy), None)
+
+    def generate(targets):  # problem_id -> k: that problem's samples 0..k-1
+        sel = problems.filter(pc.is_in(problems.column("problem_id"), pa.array(list(targets))))
+        return writer.generate(policy, engine, sel, k=targets, shard_size=cfg.shard_size, skips=skips)
+
+    rounds = adaptive_rounds(problems.column("problem_id").to_pylist(), cfg=cfg, bands=params.annotate.bands,
+                             outcomes=judge.outcomes(policy.policy_id, writer.out), judge=judge, generate=generate,
+                             prior=decided[src.policy_id] if src else None, prior_weight=prior.weight if prior else 0.0)
+    decided[policy.policy_id] = counts(judge.known[policy.policy_id], rounds.decisions)
+    writer.result.per_policy[policy.name].update(
+        samples=rounds.generated, rounds=rounds.rounds, stop_reasons=rounds.stop_reasons(),
+        selected=sum(n for n, _ in rounds.decisions.values()), prior=src.policy_id if src else None)
 
 
 def run(
@@ -173,7 +221,10 @@ def run(
     progress: bool = True,
     engine_factory: EngineFactory = create_engine,
 ) -> RolloutResult:
-    """The shell: the set's problems in; its rollouts (new shards only), policies and metrics out."""
+    """The shell: the set's problems in; its rollouts (new shards only), policies and metrics out.
+
+    What to generate is decided by :func:`pipeline.rollout.plan.plan_run` (pure); this reads the inputs, holds the
+    output folder's lock, starts each engine group's engine on its first request, writes and counts."""
     t_wall = time.perf_counter()
     root = Path(root)
     ts = table_set(params, set_name)
@@ -192,6 +243,7 @@ def run(
     claim_table_dir(ts.dir("policies", root), name="policies")
     claim_table_dir(root / ts.rollout_rejects, name="rejects")
     result = RolloutResult(set_name=set_name, policies=policies)
+    adaptive = cfg.budget.kind == "adaptive"
 
     with _exclusive(out):
         _clean_temp(out)
@@ -201,96 +253,47 @@ def run(
             write_table(policies_table([p]), pol_dir / f"{p.policy_id}.parquet", name="policies")
         done = read_table(out, name="rollouts", columns=["problem_id", "policy_id", "sample_idx"])
         existing = {p.policy_id: existing_keys(done, p.policy_id) for p in policies}
-        # adaptive: the first round's work is decided by the verdicts (pipeline/rollout/adaptive.py); this is the bound
-        todo = {p.policy_id: plan(problems, k=cfg.k, existing=existing[p.policy_id]) for p in policies}
+        has_prior = {n for n in cfg.policies if params.policies[n].prior is not None} if adaptive else None
+        the_plan = plan_run(problems, policies, k=cfg.k, existing=existing, engine_options=cfg.engine_options,
+                            has_prior=has_prior)
+        result.samples_existing = the_plan.samples_existing
+        for p in policies:
+            n = sum(len(w.sample_idxs) for w in the_plan.todo[p.policy_id])
+            result.per_policy[p.name] = {"policy_id": p.policy_id, "prompts": len(the_plan.todo[p.policy_id]),
+                                         "samples": n, "tokens": 0}
+
+        bar = tqdm(total=the_plan.total, desc=f"rollout[{set_name}]", unit=" samples",
+                   disable=not progress or the_plan.total == 0, mininterval=1.0, dynamic_ncols=True)
+        writer = _Writer(out, existing, result, bar)
+        judge = _Judge(params, problems, ts.dir("verdicts", root),
+                       modes={p.policy_id: p.thinking for p in policies if p.thinking}) if adaptive else None
         decided: dict[str, dict[str, tuple[int, int]]] = {}
-        total = sum(len(w.sample_idxs) for work in todo.values() for w in work)
-        selected = set(problems.column("problem_id").to_pylist())
-        result.samples_existing = sum(pid in selected and i < cfg.k for keys_ in existing.values() for pid, i in keys_)
-        for p in policies:
-            n = sum(len(w.sample_idxs) for w in todo[p.policy_id])
-            result.per_policy[p.name] = {"policy_id": p.policy_id, "prompts": len(todo[p.policy_id]), "samples": n,
-                                         "tokens": 0}
-
-        # policies sharing an engine (same engine, model and options) share one start-up
-        groups: dict[tuple[str, ModelSpec, str], list[Policy]] = {}
-        options: dict[tuple[str, ModelSpec, str], dict[str, Any]] = {}
-        for p in policies:
-            opts = {**cfg.engine_options.get(p.engine, {}), **p.engine_options}
-            key = _engine_key(p, opts)
-            groups.setdefault(key, []).append(p)
-            options[key] = opts
-
-        bar = tqdm(total=total, desc=f"rollout[{set_name}]", unit=" samples", disable=not progress or total == 0,
-                   mininterval=1.0, dynamic_ncols=True)
-        t_gen = [0.0]  # generation time so far, across engines
-
-        adaptive = cfg.budget.kind == "adaptive"
-        if adaptive:  # a prior's source is measured before the policies that use it
-            order = sorted(policies, key=lambda p: params.policies[p.name].prior is not None)
-            groups = {k: sorted(g, key=order.index) for k, g in sorted(groups.items(),
-                      key=lambda kv: min(order.index(p) for p in kv[1]))}
-            judge = _Judge(params, problems, ts.dir("verdicts", root),
-                           modes={p.policy_id: p.thinking for p in policies if p.thinking})
-        for key, group in groups.items():
-            if not adaptive and not any(todo[p.policy_id] for p in group):
+        for group in the_plan.groups:
+            if not adaptive and not any(the_plan.todo[p.policy_id] for p in group.policies):
                 continue
-            engine = _LazyEngine(lambda key=key, group=group: engine_factory(key[0], group[0].model, options[key], root=root))
+            engine = _LazyEngine(partial(engine_factory, group.engine, group.model, group.options, root=root))
             try:
-                for p in group:
-                    stats = result.per_policy[p.name]
-
-                    def on_sample(s: Sample, stats=stats, engine=engine) -> None:
-                        result.samples += 1
-                        result.tokens += s.n_tokens
-                        stats["tokens"] += s.n_tokens
-                        elapsed = t_gen[0] + engine.elapsed()
-                        bar.update(1)
-                        if elapsed > 0:
-                            bar.set_postfix_str(f"{result.tokens / elapsed:.1f} tok/s", refresh=False)
-
+                for p in group.policies:
                     skips: dict[str, str] = {}  # problem_id -> why (an adaptive run meets a skip once per round)
-
-                    def generate(k, sel=problems, p=p, on_sample=on_sample, engine=engine, skips=skips):
-                        eng = engine.get(bar)
-                        for name, table in rollout(sel, policy=p, k=k, existing=existing[p.policy_id], engine=eng,
-                                                   shard_size=cfg.shard_size, on_sample=on_sample,
-                                                   on_skip=lambda pid, why: skips.setdefault(pid, why)):
-                            write_table(table, out / f"{name}.parquet", name="rollouts")
-                            existing[p.policy_id].update(zip(table.column("problem_id").to_pylist(),
-                                                             table.column("sample_idx").to_pylist(), strict=True))
-                            result.shards += 1
-                            yield table
-
-                    if not adaptive:
-                        result.prompts += len(todo[p.policy_id])
-                        for _ in generate(cfg.k):
-                            pass
+                    if adaptive:
+                        _adaptive(p, writer=writer, engine=engine, problems=problems, params=params, judge=judge,
+                                  policies=policies, decided=decided, skips=skips)
                     else:
-                        prior = params.policies[p.name].prior
-                        src = next((q for q in policies if prior and q.name == prior.policy), None)
-                        rounds = adaptive_rounds(
-                            problems.column("problem_id").to_pylist(), cfg=cfg, bands=params.annotate.bands,
-                            outcomes=judge.outcomes(p.policy_id, out), judge=judge,
-                            generate=lambda targets, generate=generate: generate(
-                                targets, sel=problems.filter(pc.is_in(problems.column("problem_id"), pa.array(list(targets))))),
-                            prior=decided[src.policy_id] if src else None, prior_weight=prior.weight if prior else 0.0)
-                        decided[p.policy_id] = counts(judge.known[p.policy_id], rounds.decisions)
-                        stats.update(samples=rounds.generated, rounds=rounds.rounds, stop_reasons=rounds.stop_reasons(),
-                                     selected=sum(n for n, _ in rounds.decisions.values()),
-                                     prior=src.policy_id if src else None)
+                        result.prompts += len(the_plan.todo[p.policy_id])
+                        for _ in writer.generate(p, engine, problems, k=cfg.k, shard_size=cfg.shard_size, skips=skips):
+                            pass
                     _write_skips(root / ts.rollout_rejects / f"{p.policy_id}.parquet", p, list(skips.items()), problems)
                     result.skipped += len(skips)
-                    stats["problems_skipped"] = len(skips)
+                    result.per_policy[p.name]["problems_skipped"] = len(skips)
             finally:
                 if (log := getattr(engine.engine, "log_path", None)) is not None and log not in result.engine_logs:
                     result.engine_logs.append(log)
-                t_gen[0] += engine.elapsed()
+                writer.generate_s += engine.elapsed()
                 result.startup_s += engine.startup_s
                 engine.close()
         bar.close()
 
-    result.generate_s = t_gen[0]
+    result.generate_s = writer.generate_s
     result.wall_s = time.perf_counter() - t_wall
     write_metrics(ts.metrics_file("rollout", root), result.metrics(), root=root)
     return result
