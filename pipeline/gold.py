@@ -5,9 +5,9 @@ unparseable gold is a known failure of other pipelines); verify compares complet
 against the same parse.
 
 Bounded on any text: extraction (:func:`gsm8k_gold`, :func:`boxed_gold`) is linear, and the
-checks that call math-verify from the caller's process (:func:`gold_parses`,
-:func:`golds_equivalent`: ingest, the reformulators) run in the verify worker pool under its
-CPU-time and memory bounds (``verify.timeout_s``/``memory_mb`` defaults); a gold longer than
+checks that call math-verify from the caller's process (:func:`pipeline.verify.gold_check.gold_parses`,
+:func:`~pipeline.verify.gold_check.golds_equivalent`: ingest, the reformulators) run in the verify worker
+pool under its CPU-time and memory bounds (``verify.timeout_s``/``memory_mb`` defaults); a gold longer than
 :data:`MAX_GOLD_CHARS` is not parsed at all. A gold whose parse runs past the bound does not parse.
 
     >>> gsm8k_gold("3 + 4 = 7\\n#### 1,007")
@@ -142,7 +142,7 @@ MAX_GOLD_CHARS = 1000  # longer golds do not parse: no GSM8K or MATH gold comes 
 @lru_cache(maxsize=65536)
 def parse_gold(gold: str) -> tuple:
     """math-verify's parse of a gold answer (empty when it cannot be parsed). Unbounded: called inside verify
-    workers (the pool's CPU-time kill bounds it); elsewhere use :func:`gold_parses`/:func:`golds_equivalent`."""
+    workers (the pool's CPU-time kill bounds it); elsewhere use :mod:`pipeline.verify.gold_check`."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notice, per call
@@ -153,50 +153,3 @@ def parse_gold(gold: str) -> tuple:
     if not parsed:
         parsed = parse(gold, extraction_config=configs, parsing_timeout=None)
     return tuple(parsed)
-
-
-def _parses_check(gold: str, _unused: str, *, options):  # runs in a verify worker
-    from pipeline.verify.grader import Grade
-
-    parses = any(not isinstance(x, str) for x in parse_gold(gold))
-    return Grade("correct" if parses else "incorrect")
-
-
-def _equivalent_check(a: str, b: str, *, options):  # runs in a verify worker
-    from math_verify import verify
-
-    from pipeline.verify.grader import Grade
-
-    pa_, pb = parse_gold(a), parse_gold(b)
-    same = bool(pa_ and pb and verify(list(pa_), list(pb), timeout_seconds=None))
-    return Grade("correct" if same else "incorrect")
-
-
-def _bounded(fn, a: str, b: str) -> bool:
-    """``fn(a, b)`` in the verify worker pool (default bounds): True when it says ``correct``; a timeout, an error
-    or the memory limit is False."""
-    from pipeline.config import VerifyConfig
-    from pipeline.verify.pool import shared_pool
-
-    cfg = VerifyConfig()
-    pool = shared_pool(workers=1, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb, fn=fn)
-    return pool.map([(a, b)], workers=1)[0].status == "correct"
-
-
-@lru_cache(maxsize=65536)
-def gold_parses(gold: str) -> bool:
-    """True when math-verify turns the gold into an expression (a bare string fallback does not count), within the
-    verify pool's bounds; a gold over :data:`MAX_GOLD_CHARS` does not parse."""
-    if is_plain_number(gold):
-        return True
-    return len(gold) <= MAX_GOLD_CHARS and _bounded(_parses_check, gold, "")
-
-
-def golds_equivalent(a: str, b: str) -> bool:
-    """Two golds are the same answer: the same after :func:`normalize_gold`, or equal to math-verify within the
-    verify pool's bounds (a gold over :data:`MAX_GOLD_CHARS` equals only itself)."""
-    if normalize_gold(a) == normalize_gold(b):
-        return True
-    if max(len(a), len(b)) > MAX_GOLD_CHARS:
-        return False
-    return _bounded(_equivalent_check, a, b)

@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from pipeline.gold import MAX_GOLD_CHARS, boxed_gold, gold_parses, golds_equivalent, gsm8k_gold
+from pipeline.gold import MAX_GOLD_CHARS, boxed_gold, gsm8k_gold
 from pipeline.verify import judge, judge_many
 from pipeline.verify.extract import SEARCH_CHARS, candidates, extract, get_extractor, is_the_answer
+from pipeline.verify.gold_check import gold_parses, golds_equivalent
 from pipeline.verify.grader import fast_grade
 
 MB = 1_000_000

@@ -276,7 +276,7 @@ def _cases_for(g: str, source: str, rng: random.Random, per_gold: int) -> list[C
 
 def cases(*, seed: int = 0, n: int = 20000) -> list[Case]:
     """At least ``n`` labelled cases, the same ones for the same seed."""
-    from pipeline.gold import gold_parses
+    from pipeline.verify.gold_check import gold_parses
 
     rng = random.Random(seed)
     pool = golds()

@@ -15,15 +15,17 @@ import re
 import reprlib
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.errors import PassbandError
-from pipeline.gold import GoldError, boxed_gold, gold_parses, gsm8k_gold, json_gold
+from pipeline.gold import GoldError, boxed_gold, gsm8k_gold, json_gold
+from pipeline.ingest.fold import Fold
 from pipeline.ingest.records import Limits, RawReject, RawRow
+from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.keys import normalize_question, problem_id
+from pipeline.verify.gold_check import gold_parses
 
 __all__ = ["REASONS", "IngestResult", "IngestSummary", "Limits", "check", "check_invariant", "ingest"]
 
@@ -57,32 +59,6 @@ MAX_DETAIL = 500
 MAX_EXCERPT = 200
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-class InvariantError(PassbandError):
-    pass
-
-
-@dataclass
-class IngestSummary:
-    """The counts of one ingest run (what ``data/metrics/ingest.json`` holds)."""
-
-    rows_read: int
-    problems: int
-    rejects: int
-    duplicates: int
-    per_source: dict[str, dict[str, int]] = field(default_factory=dict)
-    reasons: dict[str, int] = field(default_factory=dict)
-
-    def metrics(self) -> dict:
-        return {
-            "rows_read": self.rows_read,
-            "problems": self.problems,
-            "rejects": self.rejects,
-            "duplicates": self.duplicates,
-            "reject_reasons": dict(sorted(self.reasons.items())),
-            "sources": self.per_source,
-        }
 
 
 @dataclass
@@ -271,8 +247,6 @@ def ingest(records: Iterable[RawRow | RawReject], *, limits: Limits = Limits(), 
     For tests and small inputs; the stage (:func:`pipeline.ingest.run`) streams the same fold
     into shards instead. The fold's working storage is a temp folder, removed on return.
     """
-    from pipeline.ingest.fold import Fold
-
     with tempfile.TemporaryDirectory(prefix="passband-ingest-") as tmp, \
             Fold(Path(tmp), memory_limit_mb=memory_limit_mb) as fold:
         for rec in records:
@@ -281,15 +255,3 @@ def ingest(records: Iterable[RawRow | RawReject], *, limits: Limits = Limits(), 
         problems = [t for _, t in fold.problem_shards()]
         rejects = [t for _, t in fold.reject_shards()]
     return IngestResult(pa.concat_tables(problems), pa.concat_tables(rejects), summary)
-
-
-def check_invariant(result: IngestSummary) -> None:
-    total = result.problems + result.rejects + result.duplicates
-    if total != result.rows_read:
-        raise InvariantError(
-            f"rows read {result.rows_read} != problems {result.problems} + rejects "
-            f"{result.rejects} + duplicates {result.duplicates}"
-        )
-    for src, c in result.per_source.items():
-        if c["read"] != c["problems"] + c["rejects"] + c["duplicates"]:
-            raise InvariantError(f"source {src}: {c}")

@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.gold import golds_equivalent
-from pipeline.ingest.core import IngestSummary, check_invariant
+from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.schema import schema
+from pipeline.verify.gold_check import golds_equivalent
 
 SPOOL_ROWS = 10_000
 SPOOL_BYTES = 16 << 20

@@ -26,11 +26,11 @@ import pyarrow.compute as pc
 
 from pipeline.bands import LEARNABLE
 from pipeline.errors import PassbandError
-from pipeline.gold import gold_parses
 from pipeline.keys import normalize_question, problem_id
 from pipeline.reformulate.ladder import Bander, Candidate, Climb, Measure, climb, summary
 from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Skip
 from pipeline.schema import schema
+from pipeline.verify.gold_check import gold_parses
 
 # reasons the stage itself gives, whatever the method
 STAGE_REASONS: dict[str, str] = {

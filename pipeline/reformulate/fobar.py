@@ -26,9 +26,10 @@ from typing import ClassVar
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.gold import golds_equivalent, is_plain_number
+from pipeline.gold import is_plain_number
 from pipeline.reformulate.numerals import Number, find_numbers, gold_text, has_variable_x, loose_values, mask, to_value
 from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Skip, register
+from pipeline.verify.gold_check import golds_equivalent
 
 TEMPLATE = "{question} If we know the answer to the above question is {answer}, what is the value of unknown variable x?"
 

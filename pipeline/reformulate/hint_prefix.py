@@ -33,10 +33,11 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from pipeline.config import Model
-from pipeline.gold import golds_equivalent, is_plain_number
+from pipeline.gold import is_plain_number
 from pipeline.reformulate.arithmetic import expand
 from pipeline.reformulate.numerals import find_numbers, to_value
 from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Rung, register
+from pipeline.verify.gold_check import golds_equivalent
 
 TEMPLATE = "{question}\nHint (the beginning of a solution): {hint}"
 
