@@ -1,7 +1,9 @@
 """params.yaml → typed, frozen models that forbid unknown keys.
 
-Every path and knob lives in params.yaml; dvc.yaml refers to the same keys with ``${...}``
-and code receives them as arguments. A bad key or value is a :class:`ConfigError` that
+Every knob's default is its field default here, and only here (docs/configuration.md's key table is
+generated from these models); params.yaml holds what the main job sets and the keys dvc.yaml tracks or
+interpolates with ``${...}``; code receives the values as arguments, and a module that needs a default
+outside a config takes it with :func:`field_default`. A bad key or value is a :class:`ConfigError` that
 names it and says what is allowed::
 
     >>> load_params("params.yaml").rollout.k
@@ -244,9 +246,10 @@ class RolloutConfig(Model):
 
 
 class VerifyConfig(Model):
-    workers: int = Field(2, gt=0, description="math-verify worker processes")
-    timeout_s: float = Field(5.0, gt=0, description="one check's time limit (past it: a timeout verdict)")
-    memory_mb: int = Field(1024, gt=0, description="a worker's memory limit")
+    workers: int = Field(2, gt=0, description="math-verify worker processes (not part of verifier_id: verdicts do not "
+                                              "depend on it)")
+    timeout_s: float = Field(5.0, gt=0, description="one check's CPU-time limit (past it: a timeout verdict)")
+    memory_mb: int = Field(1024, gt=0, description="a worker's address-space limit (past it: an error verdict)")
     max_answer_chars: int = Field(200, gt=0, description="an extracted answer longer than this is no_answer")
     options: dict[str, Any] = Field(default_factory=dict, description="math-verify options (part of verifier_id)")
     extractors: list[str] = Field(default_factory=lambda: ["boxed", "gsm8k", "answer_is", "is_the_answer"], min_length=1,
@@ -284,7 +287,9 @@ class BandsConfig(Model):
 class AnnotateConfig(Model):
     bands: BandsConfig = Field(BandsConfig(), description="band edges on the pass rate")
     rare_success_max_pass_rate: float = Field(0.125, ge=0, le=1, description="rare_success fires at or below this "
-                                                                          "group pass rate")
+                                                                          "group pass rate (the default, 1 of 8: the "
+                                                                          "success TRL's GRPO amplifies by 2.47; "
+                                                                          "docs/flags.md)")
     flags: list[str] | None = Field(None, description="detectors to run (None: all registered)")
     options: dict[str, Any] = Field(default_factory=dict, description="the detectors' knobs (FlagOptions, docs/flags.md)")
     memory_limit_mb: int = Field(512, ge=64, description="DuckDB's memory limit for the annotate queries (it spills past it)")
@@ -295,7 +300,7 @@ class ReformulateConfig(Model):
 
     bands: list[str] = Field(default_factory=lambda: list(band_names.HARD), description="parents' bands")
     max_pass_rate: float = Field(0.125, ge=0, le=1, description="parents' highest pass rate")
-    methods: list[str] = Field(default_factory=lambda: ["fobar", "hint_prefix"],
+    methods: list[str] = Field(default_factory=lambda: ["fobar", "hint_prefix", "llm_backward"],
                                description="reformulation methods, tried in order (pipeline/reformulate)")
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per method, that method's options")
     policies: list[str] | None = Field(None, description="policies the selection is relative to (None: rollout.policies)")
@@ -456,7 +461,12 @@ def parse_options(model: type[BaseModel], options: dict[str, Any], *, where: str
         raise ConfigError(_format_error(exc, where)) from None
 
 
+def field_default(model: type[BaseModel], name: str) -> Any:
+    """The default of ``model``'s field ``name`` (a fresh copy from its factory): the one home of that value."""
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
 __all__ = ["AdaptiveBudget", "AnnotateConfig", "BandsConfig", "ConfigError", "DriftConfig", "FixedBudget",
            "IngestConfig", "Model", "Params", "Paths", "PolicyConfig", "PriorConfig", "PublishConfig",
            "ReformulateConfig", "RolloutConfig", "SamplingConfig", "SourceConfig", "VerifyConfig", "check_paths",
-           "load_params", "parse_options", "parse_params", "unknown_name"]
+           "field_default", "load_params", "parse_options", "parse_params", "unknown_name"]

@@ -54,7 +54,7 @@ def test_the_embedded_policy_id_and_the_existing_template_digests_are_unchanged(
     params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
     raw = params["policies"]["smollm2-135m-3shot"]
     ids = {}
-    for label, prompt in (("3shot", raw["prompt"]), ("zeroshot", "zeroshot_boxed")):
+    for label, prompt in (("3shot", PolicyConfig.model_validate(raw).prompt), ("zeroshot", "zeroshot_boxed")):
         cfg = PolicyConfig.model_validate({**raw, "prompt": prompt})
         pol = make_policy(label, cfg, model_id="HuggingFaceTB/SmolLM2-135M-Instruct", revision=EMBEDDED_REVISION,
                           path="data/models/smollm2-135m-instruct")

@@ -7,10 +7,14 @@ A stage's ``params`` entry is a key of the params.yaml beside its dvc.yaml (``an
 
 from __future__ import annotations
 
+import copy
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+
+from pipeline.config import ConfigError, VerifyConfig, parse_params
 
 REPO = Path(__file__).resolve().parent.parent
 DVC_FILES = sorted(p for p in [REPO / "dvc.yaml", *REPO.glob("experiments/*/dvc.yaml")] if p.exists())
@@ -54,3 +58,59 @@ def test_the_check_sees_a_missing_key(tmp_path):
     got = [(s, f.name, k, _has(yaml.safe_load(f.read_text()), k)) for s, f, k in _tracked(tmp_path / "dvc.yaml")]
     assert got == [("a", "params.yaml", "verify", True), ("a", "params.yaml", "annotate", False),
                    ("b", "o.yaml", "k.j", False)]
+
+
+# --- params.yaml holds no second copy of a default ----------------------------------------------------
+
+def _leaves(tree: dict, prefix: str = "") -> list[str]:
+    """The dotted key of every leaf: a value that is not a mapping, or an empty mapping."""
+    out = []
+    for k, v in tree.items():
+        key = f"{prefix}{k}"
+        out += _leaves(v, f"{key}.") if isinstance(v, dict) and v else [key]
+    return out
+
+
+def _without(tree: dict, dotted: str) -> dict:
+    tree = copy.deepcopy(tree)
+    *parents, last = dotted.split(".")
+    node = tree
+    for part in parents:
+        node = node[part]
+    del node[last]
+    return tree
+
+
+def _needed(dvc_file: Path) -> list[str]:
+    """Keys of the params.yaml beside ``dvc_file`` that DVC needs: the tracked ones and the interpolated ones."""
+    tracked = [key for _, file, key in _tracked(dvc_file) if file == dvc_file.parent / "params.yaml"]
+    interpolated = [m.split("[")[0] for m in re.findall(r"\$\{([^}]+)\}", dvc_file.read_text())]
+    return tracked + interpolated
+
+
+def test_params_yaml_repeats_a_default_only_where_dvc_needs_the_key():
+    """Each default has one home, pipeline/config.py: a key of params.yaml whose value is its default is there
+    only because dvc.yaml interpolates or tracks it (without it DVC stops), never as a second copy."""
+    path = REPO / "params.yaml"
+    raw = yaml.safe_load(path.read_text())
+    needed = _needed(REPO / "dvc.yaml")
+    effective = parse_params(raw).model_dump()
+    copies = []
+    for key in _leaves(raw):
+        smaller = _without(raw, key)
+        try:
+            same = parse_params(smaller).model_dump() == effective
+        except ConfigError:  # a required key (or one whose absence means something else)
+            continue
+        if same and all(_has(smaller, n) for n in needed):
+            copies.append(key)
+    assert not copies, f"params.yaml repeats the code's defaults (drop them; dvc.yaml does not need them): {copies}"
+
+
+def test_the_copy_check_sees_a_repeated_default():
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["verify"] = {**raw["verify"], "workers": VerifyConfig().workers}
+    smaller = _without(raw, "verify.workers")
+    assert parse_params(smaller).model_dump() == parse_params(raw).model_dump()
+    assert all(_has(smaller, n) for n in _needed(REPO / "dvc.yaml"))  # `verify` stays: DVC is content
+    assert not all(_has(_without(raw, "paths.problems"), n) for n in _needed(REPO / "dvc.yaml"))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline.config import IngestConfig, field_default
 from pipeline.gold import GoldError, boxed_gold, gsm8k_gold, json_gold
 from pipeline.ingest.fold import Fold
 from pipeline.ingest.records import Limits, RawReject, RawRow
@@ -241,7 +242,8 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
     }
 
 
-def ingest(records: Iterable[RawRow | RawReject], *, limits: Limits = Limits(), memory_limit_mb: int = 256) -> IngestResult:
+def ingest(records: Iterable[RawRow | RawReject], *, limits: Limits = Limits(),
+           memory_limit_mb: int = field_default(IngestConfig, "memory_limit_mb")) -> IngestResult:
     """Check, key and fold ``records`` (in order: the first row of a question wins) into two in-memory tables.
 
     For tests and small inputs; the stage (:func:`pipeline.ingest.run`) streams the same fold

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.config import IngestConfig, field_default
 from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.schema import schema
 from pipeline.verify.gold_check import golds_equivalent
@@ -57,7 +58,7 @@ class Fold:
     """Add checked rows with :meth:`add`, then :meth:`finish`, then stream :meth:`problem_shards` and
     :meth:`reject_shards` (each a lazy iterable of ``(shard_name, table)``, for :func:`pipeline.io.replace_dir`)."""
 
-    def __init__(self, workdir: Path, *, memory_limit_mb: int = 256):
+    def __init__(self, workdir: Path, *, memory_limit_mb: int = field_default(IngestConfig, "memory_limit_mb")):
         self.dir = Path(workdir)
         self.con = duckdb.connect(str(self.dir / "fold.duckdb"), config={
             "memory_limit": f"{memory_limit_mb}MB", "temp_directory": str(self.dir / "spill"),
@@ -184,7 +185,7 @@ class Fold:
             self.con.unregister("found")
             found.clear()
 
-    def problem_shards(self, shard_rows: int = 100_000) -> Iterator[tuple[str, pa.Table]]:
+    def problem_shards(self, shard_rows: int = field_default(IngestConfig, "shard_rows")) -> Iterator[tuple[str, pa.Table]]:
         """The ``problems`` table in order of first appearance, in shards ``part-00000``, ``part-00001``..."""
         return _cut(self._problem_tables(), schema("problems"), "part", shard_rows)
 
@@ -202,7 +203,7 @@ class Fold:
             cols["n_duplicates"] = kept.column("n_dup")
             yield pa.table({c: cols[c] if c in cols else pa.nulls(t.num_rows, pa.string()) for c in sch.names})
 
-    def reject_shards(self, shard_rows: int = 100_000) -> Iterator[tuple[str, pa.Table]]:
+    def reject_shards(self, shard_rows: int = field_default(IngestConfig, "shard_rows")) -> Iterator[tuple[str, pa.Table]]:
         """The ``rejects`` table in input order (conflicts where their rows were), in shards ``ingest-00000``..."""
         assert self.summary is not None, "finish() first"
         sql = ("SELECT 'ingest' AS stage, source, source_id, reason, detail, excerpt FROM ("

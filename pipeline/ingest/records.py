@@ -5,17 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.config import IngestConfig, field_default
+
 
 @dataclass(frozen=True)
 class Limits:
-    """Size caps (``ingest.max_*`` in params.yaml): a row over one of them is a reject, never stored or truncated."""
+    """Size caps (``ingest.max_*``; defaults: IngestConfig's): a row over one of them is a reject, never stored or truncated."""
 
-    max_question_chars: int = 20_000
-    max_answer_chars: int = 1_000
-    max_solution_chars: int = 50_000
-    max_field_chars: int = 1_000
-    max_metadata_chars: int = 10_000
-    max_line_bytes: int = 1 << 20
+    max_question_chars: int = field_default(IngestConfig, "max_question_chars")
+    max_answer_chars: int = field_default(IngestConfig, "max_answer_chars")
+    max_solution_chars: int = field_default(IngestConfig, "max_solution_chars")
+    max_field_chars: int = field_default(IngestConfig, "max_field_chars")
+    max_metadata_chars: int = field_default(IngestConfig, "max_metadata_chars")
+    max_line_bytes: int = field_default(IngestConfig, "max_line_bytes")
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ checkpoint) and ``w`` its weight: they only decide when to stop; every published
 the policy's own samples. The predictive rule asks what a fixed max_k run would say, which is what
 "as good as fixed k" means; its uniform prior is the one that stays calibrated when pass rates are
 spread evenly (with the Jeffreys prior it stops too early there: benchmarks/adaptive_vs_fixed.py).
-Decisions (defaults: predictive, min_k 4, step 2, max_k 32, confidence 0.95, bands 0.02/0.2/0.8)::
+Decisions (AdaptiveBudget's and BandsConfig's defaults, max_k 32)::
 
     >>> rule = StoppingRule(AdaptiveBudget(), k=32, bands=BandsConfig())
     >>> rule.replay([False] * 32), rule.replay([True, False, False] * 11)[:2]

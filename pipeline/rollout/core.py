@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline import keys
+from pipeline.config import RolloutConfig, field_default
 from pipeline.engines.registry import FINISH_REASONS, Engine, EngineError, Request, Sample
 from pipeline.rollout.policy import Policy
 from pipeline.schema import schema
@@ -107,7 +108,7 @@ def rollout(
     k: int | Mapping[str, int],
     existing: set[Key],
     engine: Engine,
-    shard_size: int = 64,
+    shard_size: int = field_default(RolloutConfig, "shard_size"),
     on_sample: Callable[[Sample], None] | None = None,
     on_skip: Callable[[str, str], None] | None = None,
 ) -> Iterator[tuple[str, pa.Table]]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 
 import pyarrow as pa
 
-from pipeline.config import VerifyConfig
+from pipeline.config import VerifyConfig, field_default
 from pipeline.verify.core import VerifyResult, verify
 from pipeline.verify.pool import VerifyError
 
@@ -32,7 +32,8 @@ def _chunk(rollouts: pa.Table, problems: pa.Table, config: VerifyConfig, modes: 
     return verify(rollouts, problems, config=config, modes=modes)
 
 
-def verify_on_ray(rollouts: pa.Table, problems: pa.Table, *, config: VerifyConfig, chunk_rows: int = 2000,
+def verify_on_ray(rollouts: pa.Table, problems: pa.Table, *, config: VerifyConfig,
+                  chunk_rows: int = field_default(VerifyConfig, "ray_chunk_rows"),
                   address: str | None = None, on_done: Callable[[int], None] | None = None,
                   modes: Mapping[str, str] | None = None) -> VerifyResult:
     """Verdicts for every rollout (same order), the chunks verified as Ray tasks (``modes``: as in ``verify``)."""
