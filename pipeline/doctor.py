@@ -187,7 +187,7 @@ def check(params: Params, *, root: Path) -> Report:
                 continue
             _outside_link(report, directory, f"the folder of table {name} ({set_name})")
             keys[name] = _check_table(report, directory, name, f"{name} ({set_name})")
-        _orphans(report, keys.get("verdicts"), keys.get("rollouts"), ["problem_id", "policy_id", "sample_idx"],
+        _orphans(report, keys.get("verdicts"), keys.get("rollouts"), list(schema("rollouts").key),
                  "verdicts without a rollout", ts.dir("verdicts", root))
         _orphans(report, keys.get("rollouts"), keys.get("problems"), ["problem_id"],
                  "problems with rollouts but no longer in problems", ts.dir("rollouts", root))

@@ -177,7 +177,7 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
     # text to its verdict was most of the stage's time), with a mark per detector: a small temp table
     con = ann.con
     con.execute(f"CREATE OR REPLACE TEMP TABLE _keys AS {candidate_keys_sql(ann.detectors, ann.opts)}")
-    key = "USING (problem_id, policy_id, sample_idx)"
+    key = f"USING ({', '.join(schema('rollouts').key)})"
     con.execute(f"CREATE OR REPLACE TEMP TABLE _cand_v AS SELECT * FROM _v SEMI JOIN _keys {key}")
     con.execute("CREATE OR REPLACE TEMP TABLE _cand_r AS SELECT problem_id, policy_id, sample_idx, completion, n_tokens, "
                 f"finish_reason FROM rollouts SEMI JOIN _keys {key}")
@@ -257,7 +257,7 @@ def annotate_tables(verdicts: pa.Table, rollouts: pa.Table, problems: pa.Table, 
         hits = pa.Table.from_batches(list(flag_batches(ann)), schema=HITS_SCHEMA)
         con.register("_hits", hits)
         difficulty = pa.Table.from_batches(list(difficulty_batches(ann, hits="_hits")), schema=schema("difficulty").arrow)
-        order = [(k, "ascending") for k in ("problem_id", "policy_id", "sample_idx", "flag")]
+        order = [(k, "ascending") for k in schema("flags").key]
         flags = hits.drop_columns(["correct"]).sort_by(order)
         return schema("difficulty").validate(difficulty), schema("flags").validate(flags)
     finally:

@@ -122,7 +122,7 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
                 claim_table_dir(ts.dir(table, root), name=table)
             flags_out = ts.dir("flags", root) / "part-0.parquet"
             flag_cols = ", ".join(schema("flags").names)
-            _copy(con, f"SELECT {flag_cols} FROM _hits ORDER BY problem_id, policy_id, sample_idx, flag", flags_out, "flags")
+            _copy(con, f"SELECT {flag_cols} FROM _hits ORDER BY {', '.join(schema('flags').key)}", flags_out, "flags")
             diff_out = ts.dir("difficulty", root) / "part-0.parquet"
             _copy(con, None, diff_out, "difficulty", batches=difficulty_batches(ann, hits="_hits"))
             result = _summary(con, ann, diff_out, n_hits)

@@ -28,7 +28,7 @@ from pipeline.schema import schema
 from pipeline.tablesets import table_set
 from pipeline.verify.core import verifier_id, verify
 
-KEY = ["problem_id", "policy_id", "sample_idx"]
+KEY = list(schema("rollouts").key)  # the row key, declared once (schemas/rollouts.yaml)
 
 __all__ = ["RolloutResult", "rollout", "run"]
 
@@ -146,7 +146,7 @@ class _Judge:
 
     def outcomes(self, policy_id: str, rollouts_dir: Path) -> Outcomes:
         """The outcomes of ``policy_id``'s rollouts already written (of the selected problems)."""
-        mine = read_table(rollouts_dir, name="rollouts", columns=["problem_id", "policy_id", "sample_idx", "completion"])
+        mine = read_table(rollouts_dir, name="rollouts", columns=[*KEY, "completion"])
         mine = mine.filter(pc.and_(pc.equal(mine.column("policy_id"), policy_id),
                                    pc.is_in(mine.column("problem_id"), self.problems.column("problem_id"))))
         known: Outcomes = {}
@@ -251,7 +251,7 @@ def run(
         pol_dir = ts.dir("policies", root)
         for p in policies:
             write_table(policies_table([p]), pol_dir / f"{p.policy_id}.parquet", name="policies")
-        done = read_table(out, name="rollouts", columns=["problem_id", "policy_id", "sample_idx"])
+        done = read_table(out, name="rollouts", columns=KEY)
         existing = {p.policy_id: existing_keys(done, p.policy_id) for p in policies}
         has_prior = {n for n in cfg.policies if params.policies[n].prior is not None} if adaptive else None
         the_plan = plan_run(problems, policies, k=cfg.k, existing=existing, engine_options=cfg.engine_options,

@@ -22,7 +22,7 @@ from pipeline.verify.judge import Judgement, judge, judge_many
 __all__ = ["Judgement", "VerifyError", "VerifyResult", "gold_digest", "judge", "judge_many", "run", "verifier_id",
            "verify"]
 
-KEY = ["problem_id", "policy_id", "sample_idx"]
+KEY = list(schema("rollouts").key)  # a verdict is keyed by its rollout's key (and verifier_id)
 FAILED = ("timeout", "error")
 
 
@@ -108,7 +108,7 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     vid = verifier_id(cfg)
     t0 = time.perf_counter()
     rollouts = read_table(ts.dir("rollouts", root), name="rollouts",
-                          columns=["problem_id", "policy_id", "sample_idx", "completion"])
+                          columns=[*KEY, "completion"])
     # verify rewrites and removes verdict shards: only in a folder it can prove is the verdicts table's (issue 29)
     claim_table_dir(ts.dir("verdicts", root), name="verdicts")
     _add_later_columns(ts.dir("verdicts", root))
