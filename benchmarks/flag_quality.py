@@ -22,10 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pipeline.annotate.measured import MEASURED  # noqa: E402
 from pipeline.annotate.quality import (  # noqa: E402
     FLAG_LABEL,
     LABELLED_SET,
-    MEASURED,
     load_labels,
     measure,
     render,

@@ -78,7 +78,7 @@ def create_views(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path, 
             for d in dirs:  # a damaged shard: its one-line DamagedShardError, not DuckDB's message
                 check_shards(root / d, name=name)
             raise
-    from pipeline.annotate.flags import flag_kinds_sql
+    from pipeline.annotate.detectors import flag_kinds_sql
     from pipeline.bands import sql_values
 
     con.execute(f"CREATE OR REPLACE VIEW flag_kinds AS {flag_kinds_sql()}")

@@ -375,22 +375,14 @@ class Params(Model):
 
     @model_validator(mode="after")
     def _names_known(self) -> Params:
-        """Every value that names a band, source, policy, extractor or flag names one that exists."""
-        from pipeline.annotate.flags import DETECTORS
-        from pipeline.ingest.presets import PRESETS
-        from pipeline.ingest.sources import SOURCES
-        from pipeline.verify.extract import EXTRACTORS
-
+        """Every value that names a band, source or policy names one that exists (the names the stages' registries
+        hold, source kinds, presets, extractors and flags, are checked by :mod:`pipeline.params`, above the stages)."""
         policies = sorted(self.policies)
         sources = [s.name for s in self.ingest.sources]
         checks = [
             ("rollout.policies", self.rollout.policies, policies, "policy"),
             ("reformulate.policies", self.reformulate.policies or [], policies, "policy"),
             ("rollout.sources", self.rollout.sources or [], sources, "source"),
-            ("ingest.sources.kind", [s.kind for s in self.ingest.sources], SOURCES, "source kind"),
-            ("ingest.sources.preset", [s.preset for s in self.ingest.sources if s.preset], PRESETS, "source preset"),
-            ("verify.extractors", self.verify.extractors, EXTRACTORS, "extractor"),
-            ("annotate.flags", self.annotate.flags or [], DETECTORS, "flag"),
             ("reformulate.bands", self.reformulate.bands, band_names.BANDS, "band"),
             ("reformulate.target_bands", self.reformulate.target_bands, band_names.BANDS, "band"),
             ("publish.bands", self.publish.bands, band_names.BANDS, "band"),

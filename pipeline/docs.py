@@ -66,9 +66,11 @@ def flags_markdown() -> str:
     """Every registered detector (in registry order), then ``detector_error``, with the measured figures."""
     import yaml
 
-    from pipeline.annotate.flags import DETECTOR_ERROR, DETECTORS
-    from pipeline.annotate.quality import MEASURED, FlagQuality
-    from pipeline.annotate.quality import measured as measured_flags
+    from pipeline.annotate.detectors import DETECTORS
+    from pipeline.annotate.flags import DETECTOR_ERROR
+    from pipeline.annotate.measured import MEASURED
+    from pipeline.annotate.measured import measured as measured_flags
+    from pipeline.annotate.quality import FlagQuality
 
     doc = yaml.safe_load(MEASURED.read_text())
     figures = measured_flags()

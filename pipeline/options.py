@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.config import load_params
+from pipeline.params import load_params
 
 
 def with_params(fn):

@@ -9,7 +9,8 @@ import duckdb
 import pytest
 
 from pipeline.annotate.arith import answer_value, computes, evaluate, statements
-from pipeline.annotate.flags import DETECTORS, FlagOptions
+from pipeline.annotate.detectors import DETECTORS
+from pipeline.annotate.flags import FlagOptions
 from pipeline.annotate.unsupported import check_working
 
 

@@ -23,7 +23,8 @@ from click.testing import CliRunner
 from pipeline.annotate import annotate_tables, run
 from pipeline.annotate import core as annotate_core
 from pipeline.annotate.arith import MAX_DIGITS, _evaluate_tokens, evaluate, show, statements
-from pipeline.annotate.flags import DETECTOR_ERROR, DETECTORS, FlagOptions
+from pipeline.annotate.detectors import DETECTORS
+from pipeline.annotate.flags import DETECTOR_ERROR, FlagOptions
 from pipeline.cli import cli
 from pipeline.config import AnnotateConfig, load_params
 from pipeline.io import read_table, write_table

@@ -13,13 +13,12 @@ import pyarrow as pa
 import pytest
 import yaml
 
+from pipeline.annotate.detectors import DETECTORS, get_detectors
 from pipeline.annotate.flags import (
-    DETECTORS,
     SAMPLE_COLUMNS,
     SIDE_COLUMNS,
     FlagOptions,
     candidate_sql,
-    get_detectors,
     run_detectors,
     steps,
 )

@@ -107,7 +107,7 @@ def test_marked_outputs_match(catalog, block):
 
 
 def test_flag_kinds_follow_the_registry_and_drive_flagged_correct(catalog):
-    from pipeline.annotate.flags import DETECTORS
+    from pipeline.annotate.detectors import DETECTORS
 
     params, root = catalog
     kinds = query(params, "SELECT flag, kind FROM flag_kinds", root=root)

@@ -13,8 +13,9 @@ import json
 import pytest
 import yaml
 
-from pipeline.annotate.flags import DETECTORS
-from pipeline.annotate.quality import FLAG_LABEL, LABELLED_SET, MEASURED, LabelsError, load_labels, measure, measured
+from pipeline.annotate.detectors import DETECTORS
+from pipeline.annotate.measured import MEASURED, LabelsError, measured
+from pipeline.annotate.quality import FLAG_LABEL, LABELLED_SET, load_labels, measure
 
 ROWS = load_labels()
 FIGURES = measured()

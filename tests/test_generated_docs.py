@@ -62,7 +62,8 @@ def test_a_page_without_its_markers_is_reported(tmp_path):
 def test_the_flags_table_lists_every_flag_with_the_measured_figures():
     import yaml
 
-    from pipeline.annotate.flags import DETECTOR_ERROR, DETECTORS
+    from pipeline.annotate.detectors import DETECTORS
+    from pipeline.annotate.flags import DETECTOR_ERROR
 
     body = docs.flags_markdown()
     rows = {m[1]: m[0] for m in re.finditer(r"^\| `(\w+)` \|.*$", body, flags=re.M)}

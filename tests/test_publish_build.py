@@ -287,8 +287,8 @@ def test_only_reformulations_re_measured_in_the_kept_bands_are_published(tmp_pat
 
 
 def test_card_gives_each_flag_rate_next_to_its_measured_precision(built):
-    from pipeline.annotate.flags import DETECTORS
-    from pipeline.annotate.quality import measured
+    from pipeline.annotate.detectors import DETECTORS
+    from pipeline.annotate.measured import measured
 
     root, _ = built
     _, body = card(root / "data/published")

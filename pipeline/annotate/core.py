@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
+from pipeline.annotate.detectors import get_detectors
 from pipeline.annotate.flags import (
     HITS_SCHEMA,
     REF_STEPS_SQL,
@@ -34,7 +35,6 @@ from pipeline.annotate.flags import (
     FlagOptions,
     candidate_keys_sql,
     candidate_sql,
-    get_detectors,
     run_detectors,
     sql_hits_sql,
     sql_literal,

@@ -41,7 +41,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from pipeline.annotate.arith import LATEX_PER_TEXT, LEADING, answer_key, answer_value, computes, stated_answers
-from pipeline.config import AnnotateConfig, Model, field_default, unknown_name
+from pipeline.config import AnnotateConfig, Model, field_default
 from pipeline.schema import schema
 from pipeline.sqltext import sql_literal
 from pipeline.stats import TRL_STD_EPS, grpo_advantage
@@ -104,9 +104,6 @@ class Detector:
         return (self.scan or self.where).format(opts=opts)
 
 
-DETECTORS: dict[str, Detector] = {}
-
-
 # the columns each side's scan can see (views built by pipeline.annotate.core.prepare)
 SIDE_COLUMNS = {
     "rollouts": ("problem_id", "policy_id", "sample_idx", "completion", "n_tokens", "finish_reason", "question", "steps",
@@ -115,29 +112,31 @@ SIDE_COLUMNS = {
 }
 
 
-def register(name: str, *, kind: str, where: str, score_sql: str | None = None, evidence_sql: str | None = None,
-             side: str = "rollouts", scan: str | None = None) -> Callable:
-    if kind not in KINDS:
-        raise ValueError(f"unknown detector kind {kind!r}; known: {KINDS}")
-    if side not in SIDE_COLUMNS:
-        raise ValueError(f"unknown detector side {side!r}; known: {tuple(SIDE_COLUMNS)}")
+def registrar(into: dict[str, Detector]) -> Callable:
+    """A ``register(name, *, kind, where, ...)`` decorator that records each detector it decorates in ``into``.
 
-    def deco(fn: Callable[[dict, FlagOptions], Hit | None]) -> Callable:
-        DETECTORS[name] = Detector(name, kind, where, fn, (fn.__doc__ or "").strip(), score_sql, evidence_sql, side, scan)
-        return fn
+    Each detector module keeps its own dict; :mod:`pipeline.annotate.detectors` builds the registry from them.
+    """
 
-    return deco
+    def register(name: str, *, kind: str, where: str, score_sql: str | None = None, evidence_sql: str | None = None,
+                 side: str = "rollouts", scan: str | None = None) -> Callable:
+        if kind not in KINDS:
+            raise ValueError(f"unknown detector kind {kind!r}; known: {KINDS}")
+        if side not in SIDE_COLUMNS:
+            raise ValueError(f"unknown detector side {side!r}; known: {tuple(SIDE_COLUMNS)}")
+
+        def deco(fn: Callable[[dict, FlagOptions], Hit | None]) -> Callable:
+            into[name] = Detector(name, kind, where, fn, (fn.__doc__ or "").strip(), score_sql, evidence_sql, side, scan)
+            return fn
+
+        return deco
+
+    return register
 
 
-def get_detectors(names: Sequence[str] | None) -> list[Detector]:
-    if names is None:
-        return list(DETECTORS.values())
-    out = []
-    for name in names:
-        if name not in DETECTORS:
-            raise unknown_name("flag detector", name, DETECTORS)
-        out.append(DETECTORS[name])
-    return out
+# the detectors defined in this module, in order (pipeline.annotate.detectors.DETECTORS is the registry)
+FLAG_DETECTORS: dict[str, Detector] = {}
+register = registrar(FLAG_DETECTORS)
 
 
 # -- steps: SQL and Python agree (tests check) ------------------------------------------------
@@ -410,23 +409,6 @@ def candidate_keys_sql(detectors: Sequence[Detector], opts: FlagOptions, *, roll
     return " UNION ".join(parts)
 
 
-def flag_kinds_sql() -> str:
-    """The registered detectors as a VALUES relation: flag, kind, description (the first line of its doc), and the
-    precision and recall measured on the labelled set (``pipeline/annotate/flag_quality.yaml``; NULL if unmeasured)."""
-    from pipeline.annotate.quality import measured
-
-    figures = measured()
-
-    def num(flag: str, key: str) -> str:
-        v = figures.get(flag, {}).get(key)
-        return "NULL::DOUBLE" if v is None else f"{float(v)!r}::DOUBLE"
-
-    rows = ", ".join(f"({sql_literal(d.name)}, {sql_literal(d.kind)}, "
-                     f"{sql_literal(d.doc.splitlines()[0].replace('``', '') if d.doc else '')}, "
-                     f"{num(d.name, 'precision')}, {num(d.name, 'recall')})" for d in DETECTORS.values())
-    return f"SELECT * FROM (VALUES {rows}) t(flag, kind, description, precision, recall)"
-
-
 def sql_hits_sql(detectors: Sequence[Detector], opts: FlagOptions, *, source: str) -> str:
     """The hits of the SQL-only detectors, as one UNION ALL over ``source`` (HITS_SCHEMA columns)."""
     parts = [f"SELECT problem_id, policy_id, sample_idx, {sql_literal(d.name)} AS flag, "
@@ -492,7 +474,3 @@ def run_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detecto
             on_batch(len(rows))
         if out["flag"]:
             yield pa.RecordBatch.from_pydict(out, schema=sch)
-
-
-# detectors in their own modules register on import
-from pipeline.annotate import unsupported  # noqa: E402, F401

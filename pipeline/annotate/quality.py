@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import yaml
 
 from pipeline.annotate.core import annotate_tables
-from pipeline.annotate.flags import DETECTORS
+from pipeline.annotate.detectors import DETECTORS
+from pipeline.annotate.measured import LabelsError
 from pipeline.config import AnnotateConfig, VerifyConfig
-from pipeline.errors import PassbandError
 from pipeline.stats import wilson
+from pipeline.verify.core import verify
 
 # the labels a reader gives (docs/flags.md, "Labelling guide"), each a boolean
 LABELS = ("correct", "unsupported", "hedged", "repetition", "copied", "truncated")
@@ -42,13 +44,6 @@ FLAG_LABEL = {
 FIELDS = ("id", "source", "question", "gold", "solution", "completion", "n_tokens", "finish_reason", "final_answer",
           *LABELS, "note")
 LABELLED_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "flag_labels.jsonl"
-# the figures measured on the labelled set, written by `benchmarks/flag_quality.py --write`: shown next to each
-# flag's rate (flag_kinds view, `passband summary`, the dataset card) and held as floors by tests/test_flag_quality.py
-MEASURED = Path(__file__).with_name("flag_quality.yaml")
-
-
-class LabelsError(PassbandError):
-    """The labelled set is damaged or incomplete."""
 
 
 def load_labels(path: Path = LABELLED_SET) -> list[dict]:
@@ -139,8 +134,6 @@ def tables(rows: Sequence[dict]) -> tuple[pa.Table, pa.Table]:
 
 def verify_rows(rows: Sequence[dict], *, config: VerifyConfig | None = None):
     """The real verify core (math-verify in its worker pool) on the labelled rows: a ``VerifyResult``."""
-    from pipeline.verify.core import verify
-
     rollouts, problems = tables(rows)
     return verify(rollouts, problems, config=config or VerifyConfig())
 
@@ -168,22 +161,8 @@ def measure(rows: Sequence[dict], *, annotate: AnnotateConfig | None = None, ver
     return Quality(len(rows), out, agreement, hits)
 
 
-def measured(path: Path = MEASURED) -> dict[str, dict]:
-    """flag -> {label, flagged, labelled, both, precision, recall} as last measured; {} when never measured."""
-    import yaml
-
-    if not path.is_file():
-        return {}
-    try:
-        return yaml.safe_load(path.read_text())["flags"]
-    except (yaml.YAMLError, KeyError, TypeError) as exc:
-        raise LabelsError(f"{path} is damaged ({exc}); rewrite it with: python benchmarks/flag_quality.py --write") from None
-
-
 def to_yaml(q: Quality) -> str:
-    """The measured figures as :data:`MEASURED` holds them."""
-    import yaml
-
+    """The measured figures as :data:`pipeline.annotate.measured.MEASURED` holds them."""
     flags = {f.flag: {"label": f.label, "flagged": f.flagged, "labelled": f.labelled, "both": f.both,
                       "precision": None if f.precision is None else round(f.precision, 4),
                       "recall": None if f.recall is None else round(f.recall, 4)} for f in q.flags}

@@ -30,7 +30,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from pipeline.annotate.arith import Statement, answer_value, numbers, question_numbers, show, statements
-from pipeline.annotate.flags import FlagOptions, Hit, register
+from pipeline.annotate.flags import Detector, FlagOptions, Hit, registrar
 
 _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: at most ~130 MB of keys)
 
@@ -115,6 +115,11 @@ _QNUMS_SQL = "list_transform(regexp_extract_all(question, '-?[0-9][0-9,]*(?:[.][
 _N = {k: f"TRY_CAST({_M}.{k} AS HUGEINT)" for k in "abc"}
 SIMPLE_TRUE_SQL = (f"coalesce({_M}.c = {_M}.d AND {_N['c']} = CASE {_M}.op WHEN '+' THEN {_N['a']} + {_N['b']}"
                    f" WHEN '-' THEN {_N['a']} - {_N['b']} WHEN '*' THEN {_N['a']} * {_N['b']} END, false)")
+
+
+# the detectors defined in this module (pipeline.annotate.detectors.DETECTORS is the registry)
+UNSUPPORTED_DETECTORS: dict[str, Detector] = {}
+register = registrar(UNSUPPORTED_DETECTORS)
 
 
 @register("unsupported_answer", kind="shortcut", side="verdicts", scan="status = 'correct' AND extracted IS NOT NULL",

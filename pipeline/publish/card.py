@@ -245,8 +245,8 @@ def _source_difficulty_section(dataset: Dataset) -> list[str]:
 
 def _flags_section(dataset: Dataset) -> str:
     """Each flag's mean rate over the published items next to its precision and recall on labelled completions."""
-    from pipeline.annotate.flags import DETECTORS
-    from pipeline.annotate.quality import measured
+    from pipeline.annotate.detectors import DETECTORS
+    from pipeline.annotate.measured import measured
 
     rates: dict[str, list[float]] = {}
     for table in dataset.configs[DEFAULT_CONFIG].values():
