@@ -9,6 +9,11 @@ a crashed run never leaves a lock to clean up. ``passband doctor --repair`` take
 A lock file is opened with ``O_NOFOLLOW`` inside the lock folder (itself opened with ``O_NOFOLLOW``),
 and must be a regular file with one link: a symbolic link, hard link, FIFO or other file planted at
 its name is refused with one line, never truncated, written or chmod-ed.
+
+:func:`hold_folder` is the same ``flock`` taken on an output folder itself (rollout's: two runs from
+different projects or params files that name one folder), so no lock file lands inside a DVC output.
+This module is passband's one lock implementation; the ``flock /tmp/...`` in benchmark and test
+docstrings is the shell's command, serialising heavy jobs on a shared box, not passband's.
 """
 
 from __future__ import annotations
@@ -57,23 +62,40 @@ def hold(root: Path, name: str, *, wait_s: float = 0.0) -> Iterator[Path]:
     path = directory / f"{name}.lock"
     fd = _open_lock(directory, path)
     try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockedError(
-                        f"stage {name} is already running in {Path(root).resolve()} ({_holder(path)}); "
-                        "wait for it to finish (a killed run releases the lock by itself), then re-run") from None
-                time.sleep(0.1)
+        if not _acquire(fd, wait_s=wait_s):
+            raise LockedError(f"stage {name} is already running in {Path(root).resolve()} ({_holder(path)}); "
+                              "wait for it to finish (a killed run releases the lock by itself), then re-run")
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         with contextlib.suppress(OSError):  # who holds it, for the next one's message (best effort: a full disk)
             os.fchmod(fd, 0o666 & ~current_umask())
             os.ftruncate(fd, 0)
             os.write(fd, f"pid {os.getpid()}, `{' '.join(sys.argv[1:]) or name}`, since {stamp}\n".encode())
         yield path
+    finally:
+        os.close(fd)
+
+
+def _acquire(fd: int, *, wait_s: float) -> bool:
+    """An exclusive ``flock`` on ``fd``, retried for up to ``wait_s`` seconds; False if another process still holds it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def hold_folder(directory: Path, *, busy: str) -> Iterator[None]:
+    """An exclusive lock on ``directory`` itself (no lock file inside it); :class:`LockedError` ``busy`` if held."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if not _acquire(fd, wait_s=0.0):
+            raise LockedError(busy)
+        yield
     finally:
         os.close(fd)
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,8 +15,8 @@ from tqdm import tqdm
 
 from pipeline.config import Params
 from pipeline.engines.registry import Engine, Sample, create_engine
-from pipeline.errors import PassbandError
 from pipeline.io import claim_table_dir, read_table, write_metrics, write_table
+from pipeline.locks import hold_folder
 from pipeline.rollout.adaptive import Outcomes, adaptive_rounds, add_outcomes, counts
 from pipeline.rollout.core import existing_keys, rollout, select_problems
 from pipeline.rollout.plan import plan_run
@@ -70,24 +67,6 @@ class RolloutResult:
             "wall_s": round(self.wall_s, 3),
             "policies": self.per_policy,
         }
-
-
-class LockedError(PassbandError):
-    pass
-
-
-@contextlib.contextmanager
-def _exclusive(directory: Path) -> Iterator[None]:
-    """An exclusive lock on the output directory itself (no lock file inside a DVC output)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LockedError(f"another rollout is writing to {directory}") from None
-        yield
-    finally:
-        os.close(fd)
 
 
 def _clean_temp(directory: Path) -> None:
@@ -245,7 +224,7 @@ def run(
     result = RolloutResult(set_name=set_name, policies=policies)
     adaptive = cfg.budget.kind == "adaptive"
 
-    with _exclusive(out):
+    with hold_folder(out, busy=f"another rollout is writing to {out}"):
         _clean_temp(out)
         # the snapshots first, so every rollout on disk always has its policies row
         pol_dir = ts.dir("policies", root)
