@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import PassbandError
+from pipeline.run_stats import RunStats
 from pipeline.schema import SchemaError, schema
 
 SHARD_GLOB = "*.parquet"
@@ -142,11 +143,15 @@ def split_timings(metrics: dict) -> tuple[dict, dict]:
     return counts, timings
 
 
-def write_metrics(path: str | Path, metrics: dict, *, root: str | Path) -> Path:
+def write_metrics(path: str | Path, metrics: RunStats | dict, *, root: str | Path) -> Path:
     """A stage's metrics: the counts to ``path`` (a DVC metrics file, hashed into dvc.lock, so it must be the same
-    run to run) and the timings (:data:`TIMING_KEYS`) to ``<root>/data/logs/timings/<path's name>``, which neither
-    DVC nor git tracks. Returns ``path``."""
-    counts, timings = split_timings(metrics)
+    run to run) and the timings to ``<root>/data/logs/timings/<path's name>``, which neither DVC nor git tracks.
+    A :class:`~pipeline.run_stats.RunStats` says which keys are timings (its timers and rates); a plain dict's are
+    the keys named in :data:`TIMING_KEYS`. Returns ``path``."""
+    if isinstance(metrics, RunStats):
+        counts, timings = metrics.counts(), metrics.timings()
+    else:
+        counts, timings = split_timings(metrics)
     write_json(Path(root) / TIMINGS / Path(path).name, timings)
     return write_json(path, counts)
 

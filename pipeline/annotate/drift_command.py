@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from pipeline.config import ConfigError, Params
 from pipeline.io import atomic_write_bytes, read_table, write_metrics
 from pipeline.options import with_params
+from pipeline.run_stats import RunStats
 from pipeline.tablesets import SETS, table_set
 
 
@@ -52,7 +53,7 @@ def run(params: Params, *, root: Path, set_name: str = "main", pairs: list[tuple
         s["png"], s["rows"] = str(png.relative_to(root)), rows
         out[name] = s
     metrics = {k: {m: v for m, v in s.items() if m not in ("text", "rows", "png")} for k, s in out.items()}
-    write_metrics(ts.metrics_file("drift", root), {"pairs": metrics}, root=root)
+    write_metrics(ts.metrics_file("drift", root), RunStats.of({"pairs": metrics}), root=root)
     return out
 
 

@@ -20,6 +20,7 @@ from pipeline.config import AnnotateConfig, Params
 from pipeline.io import SHARD_GLOB, atomic_path, check_shards, claim_table_dir, is_table_shard, shard_paths, write_metrics
 from pipeline.rollout.core import select_problems
 from pipeline.rollout.policy import resolve_policy
+from pipeline.run_stats import RunStats
 from pipeline.schema import SchemaError, schema
 from pipeline.sqltext import sql_literal
 from pipeline.tablesets import table_set
@@ -41,10 +42,14 @@ class AnnotateResult:
     paths: list[Path] = field(default_factory=list)
     detector_errors: dict[str, int] = field(default_factory=dict)  # detector -> rows it raised on (detector_error flags)
 
+    def stats(self) -> RunStats:
+        stats = RunStats.of({"verifier_id": self.verifier_id, "problems": self.groups, "rollouts": self.samples,
+                             "flags": self.flags, "bands": self.bands, "mean_pass_rate": self.mean_pass_rate,
+                             "flag_rates": self.flag_rates, "detector_errors": self.detector_errors})
+        return stats.add_time("seconds", self.seconds)
+
     def metrics(self) -> dict:
-        return {"verifier_id": self.verifier_id, "problems": self.groups, "rollouts": self.samples,
-                "flags": self.flags, "bands": self.bands, "mean_pass_rate": self.mean_pass_rate,
-                "flag_rates": self.flag_rates, "detector_errors": self.detector_errors, "seconds": round(self.seconds, 3)}
+        return self.stats().to_dict()
 
 
 def _view(con: duckdb.DuckDBPyConnection, name: str, directory: Path) -> None:
@@ -136,7 +141,7 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
         finally:
             con.close()
     result.seconds = time.perf_counter() - t0
-    write_metrics(ts.metrics_file("annotate", root), result.metrics(), root=root)
+    write_metrics(ts.metrics_file("annotate", root), result.stats(), root=root)
     return result
 
 

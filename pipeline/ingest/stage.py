@@ -15,6 +15,7 @@ from pipeline.ingest.core import REASONS, IngestResult, IngestSummary, Limits, c
 from pipeline.ingest.fold import Fold
 from pipeline.ingest.sources import SOURCES, SourceError, get_source, read_source
 from pipeline.io import replace_dir, write_metrics
+from pipeline.run_stats import RunStats
 
 __all__ = ["REASONS", "SOURCES", "IngestResult", "IngestSummary", "SourceError", "ingest", "limits_of", "run"]
 
@@ -45,6 +46,6 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True) -> Ing
         replace_dir(root / params.paths.problems, fold.problem_shards(cfg.shard_rows), name="problems")
         replace_dir(root / params.paths.rejects, fold.reject_shards(cfg.shard_rows), name="rejects")
     seconds = time.perf_counter() - t0
-    write_metrics(root / params.paths.metrics / "ingest.json", {**summary.metrics(), "seconds": round(seconds, 3)},
+    write_metrics(root / params.paths.metrics / "ingest.json", RunStats.of(summary.metrics()).add_time("seconds", seconds),
                   root=root)
     return summary

@@ -23,6 +23,7 @@ from typing import Any
 from pipeline.catalog import query
 from pipeline.config import Params
 from pipeline.io import write_metrics
+from pipeline.run_stats import RunStats
 
 VIEW = "reformulation_report"
 PER_METHOD = ("parents_tried", "children_kept", "rejected")
@@ -88,6 +89,6 @@ def plot(params: Params, *, root: Path = Path(".")) -> Path:
 
 def write_report(params: Params, *, root: Path = Path(".")) -> tuple[Path, dict[str, Any]]:
     data = report(params, root=root)
-    path = write_metrics(Path(root) / params.paths.metrics / f"{VIEW}.json", data, root=root)
+    path = write_metrics(Path(root) / params.paths.metrics / f"{VIEW}.json", RunStats.of(data), root=root)
     plot(params, root=root)
     return path, data

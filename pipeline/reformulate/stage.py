@@ -17,6 +17,7 @@ from pipeline.reformulate.core import STAGE_REASONS, ReformulateResult, reformul
 from pipeline.reformulate.ladder import band_of
 from pipeline.reformulate.measure import EngineMeasure
 from pipeline.reformulate.registry import METHODS, Reformulator, build
+from pipeline.run_stats import RunStats
 from pipeline.tablesets import table_set
 
 __all__ = ["METHODS", "STAGE_REASONS", "ReformulateResult", "reformulate", "run", "select_parents"]
@@ -165,15 +166,16 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True,
     generations_dir(params, root).mkdir(parents=True, exist_ok=True)  # a DVC output even when llm_backward is off
     ladder_dir(params, root).mkdir(parents=True, exist_ok=True)
     replace_dir(out.dir("rejects", root), [("reformulate", result.rejects)], name="rejects")
-    metrics = {**result.metrics(), "policies": dict(zip(names, policy_ids, strict=True)),
-               "ladder": {"policy": judge.name, "k": params.rollout.k, "target_bands": list(cfg.target_bands),
-                          "confirm": cfg.confirm,
-                          "rungs_measured_now": measure.measured, "samples": measure.samples,
-                          "engine_startup_s": round(measure.startup_s, 3), "generate_s": round(measure.generate_s, 3)},
-               "seconds": round(time.perf_counter() - t0, 3)}
+    stats = RunStats.of({**result.metrics(), "policies": dict(zip(names, policy_ids, strict=True)),
+                         "ladder": {"policy": judge.name, "k": params.rollout.k, "target_bands": list(cfg.target_bands),
+                                    "confirm": cfg.confirm,
+                                    "rungs_measured_now": measure.measured, "samples": measure.samples}})
+    stats.section("ladder").add_time("engine_startup_s", measure.startup_s).add_time("generate_s", measure.generate_s)
+    stats.add_time("seconds", time.perf_counter() - t0)
     for m in methods:
         gen = m.generate
         if isinstance(gen, CachedGenerator):
-            metrics["methods"][m.name].update(generated=gen.generated, engine_startup_s=round(gen.startup_s, 3))
-    write_metrics(root / params.paths.metrics / "reformulate.json", metrics, root=root)
+            stats.section("methods").section(m.name).count("generated", gen.generated).add_time("engine_startup_s",
+                                                                                               gen.startup_s)
+    write_metrics(root / params.paths.metrics / "reformulate.json", stats, root=root)
     return result

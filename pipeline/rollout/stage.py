@@ -21,6 +21,7 @@ from pipeline.rollout.adaptive import Outcomes, adaptive_rounds, add_outcomes, c
 from pipeline.rollout.core import existing_keys, rollout, select_problems
 from pipeline.rollout.plan import plan_run
 from pipeline.rollout.policy import Policy, check_distinct, policies_table, resolve_policy
+from pipeline.run_stats import RunStats
 from pipeline.schema import schema
 from pipeline.tablesets import table_set
 from pipeline.verify.core import verifier_id, verify
@@ -52,8 +53,8 @@ class RolloutResult:
     def tokens_per_s(self) -> float:
         return self.tokens / self.generate_s if self.generate_s > 0 else 0.0
 
-    def metrics(self) -> dict[str, Any]:
-        return {
+    def stats(self) -> RunStats:
+        stats = RunStats.of({
             "set": self.set_name,
             "prompts": self.prompts,
             "samples": self.samples,
@@ -61,12 +62,14 @@ class RolloutResult:
             "tokens": self.tokens,
             "shards_written": self.shards,
             "problems_skipped": self.skipped,
-            "seconds": round(self.generate_s, 3),
-            "tokens_per_s": round(self.tokens_per_s, 2),
-            "engine_startup_s": round(self.startup_s, 3),
-            "wall_s": round(self.wall_s, 3),
             "policies": self.per_policy,
-        }
+        })
+        stats.add_time("seconds", self.generate_s).add_time("engine_startup_s", self.startup_s)
+        stats.add_time("wall_s", self.wall_s)
+        return stats.rate("tokens_per_s", "tokens", "seconds", digits=2)
+
+    def metrics(self) -> dict[str, Any]:
+        return self.stats().to_dict()
 
 
 def _clean_temp(directory: Path) -> None:
@@ -274,5 +277,5 @@ def run(
 
     result.generate_s = writer.generate_s
     result.wall_s = time.perf_counter() - t_wall
-    write_metrics(ts.metrics_file("rollout", root), result.metrics(), root=root)
+    write_metrics(ts.metrics_file("rollout", root), result.stats(), root=root)
     return result

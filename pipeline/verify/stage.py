@@ -13,6 +13,7 @@ from tqdm import tqdm
 from pipeline.config import Params
 from pipeline.io import claim_table_dir, damaged, read_shard, read_table, shard_paths, write_metrics, write_table
 from pipeline.keys import digest
+from pipeline.run_stats import RunStats
 from pipeline.schema import schema
 from pipeline.tablesets import table_set
 from pipeline.thinking import thinking_of
@@ -143,10 +144,11 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
         keys = "\n".join(f"{a}|{b}|{c}" for a, b, c in zip(*(result.verdicts.column(k).to_pylist() for k in KEY), strict=True))
         shard = f"{vid.split('/')[-1]}-{digest(keys, length=12)}.parquet"
         write_table(result.verdicts, ts.dir("verdicts", root) / shard, name="verdicts")
-    write_metrics(ts.metrics_file("verify", root), {
+    stats = RunStats.of({
         **result.metrics(), "rollouts": rollouts.num_rows, "skipped_already_verified": rollouts.num_rows - todo.num_rows,
         "retried_failed": retried, "reverified_changed_gold": regraded,
-        "seconds": round(seconds, 3),
-        "rollouts_per_s": round(todo.num_rows / seconds, 1) if seconds and todo.num_rows else None,
-    }, root=root)
+    })
+    stats.add_time("seconds", seconds)
+    stats.rate("rollouts_per_s", "verdicts", "seconds", digits=1, empty=None)  # one verdict per rollout verified
+    write_metrics(ts.metrics_file("verify", root), stats, root=root)
     return result
