@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 
 from pipeline.bands import BANDS, COLOURS, LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED, describe_ranges
 from pipeline.publish.core import COLUMNS, DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
+from pipeline.annotate.detectors import DETECTORS
+from pipeline.annotate.measured import measured
 
 HISTOGRAM = "pass_rate_histogram.png"
 PLACEHOLDER_REPO = "ORG/NAME"
@@ -245,9 +247,6 @@ def _source_difficulty_section(dataset: Dataset) -> list[str]:
 
 def _flags_section(dataset: Dataset) -> str:
     """Each flag's mean rate over the published items next to its precision and recall on labelled completions."""
-    from pipeline.annotate.detectors import DETECTORS
-    from pipeline.annotate.measured import measured
-
     rates: dict[str, list[float]] = {}
     for table in dataset.configs[DEFAULT_CONFIG].values():
         for entries in table.column("flag_rates").to_pylist():
@@ -358,16 +357,34 @@ def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, 
 
 def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[str, list[str]], spec: CardSpec,
            build: BuildInfo, private: bool) -> str:
-    """The whole README.md: YAML header (huggingface_hub's DatasetCardData), then the body."""
+    """The whole README.md: YAML header (huggingface_hub's DatasetCardData), then the body, section by section."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
     repo = spec.repo_id or PLACEHOLDER_REPO
     header = DatasetCardData(**metadata(dataset, files=files, spec=spec)).to_yaml()
-    p = dataset.primary
-    others = [q for q in dataset.policies if q["policy_id"] != p["policy_id"]]
-    licenses = [[f"`{s}`", k, f"`{lic}`", n, f"[{f}]({f})" if f else "—"] for s, k, lic, n, f in spec.source_licenses]
-    export_lines = [f"- `{fmt}`: " + ", ".join(f"`{c}`" for c in cfgs) for fmt, cfgs in exports.items()]
     body = [
+        *_intro(dataset, spec=spec),
+        *_configs(dataset, files=files),
+        *_reformulations(dataset),
+        *_policy(dataset, spec=spec),
+        *_bands(dataset, spec=spec),
+        *_source_difficulty_section(dataset),
+        *_flags(dataset),
+        *_loading(dataset, repo=repo, files=files, exports=exports, private=private),
+        *_trainer_exports(exports),
+        *_columns(),
+        *_licenses(spec),
+        *_built(build),
+    ]
+    return str(DatasetCard(f"---\n{header}\n---\n\n" + "\n".join(body)))
+
+
+# The card's sections, in order: each gives its lines, ending with the blank line that separates it from the next.
+
+
+def _intro(dataset: Dataset, *, spec: CardSpec) -> list[str]:
+    p = dataset.primary
+    return [
         f"# {spec.pretty_name}",
         "",
         "Math problems annotated with **model-relative difficulty**: the pass rate of one policy snapshot",
@@ -376,6 +393,11 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         "passband (`passband publish`). Difficulty is a property of the policy, not of the problem: re-measure",
         "for another checkpoint before you rely on the bands.",
         "",
+    ]
+
+
+def _configs(dataset: Dataset, *, files: dict[str, dict[str, str]]) -> list[str]:
+    return [
         "## Configs",
         "",
         _table(["config", "rows", "what"], [[f"`{c}`", dataset.rows(c), _what(c) + ("" if c in files else _EMPTY)]
@@ -388,10 +410,17 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
            + ", ".join(f"{b} {n}" for b, n in sorted(dataset.dropped_bands.items())) if dataset.dropped_bands else "")
         + ".",
         "",
-        "## Reformulations",
-        "",
-        _reformulation_section(dataset),
-        "",
+    ]
+
+
+def _reformulations(dataset: Dataset) -> list[str]:
+    return ["## Reformulations", "", _reformulation_section(dataset), ""]
+
+
+def _policy(dataset: Dataset, *, spec: CardSpec) -> list[str]:
+    p = dataset.primary
+    others = [q for q in dataset.policies if q["policy_id"] != p["policy_id"]]
+    return [
         "## Policy",
         "",
         _policy_section(dataset),
@@ -404,6 +433,11 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
                   [[q["name"], f"`{q['policy_id']}`", q["model"], f"`{q['revision']}`",
                     f"{q['prompt_template']} v{q['prompt_version']}"] for q in others]), "",
            *_drift_section(dataset, others)] if others else []),
+    ]
+
+
+def _bands(dataset: Dataset, *, spec: CardSpec) -> list[str]:
+    return [
         "## Bands",
         "",
         f"An item's band is that of its observed pass rate: `{UNSOLVED}` no correct rollout; `{TOO_HARD}` below "
@@ -417,7 +451,11 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         "",
         f"![pass-rate histogram]({HISTOGRAM})",
         "",
-        *_source_difficulty_section(dataset),
+    ]
+
+
+def _flags(dataset: Dataset) -> list[str]:
+    return [
         "## Shortcut flags",
         "",
         "Per rollout, passband flags successes that may not come from solving (`shortcut`), the rare successes GRPO",
@@ -432,20 +470,35 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         "question (`19 + 20 = 39` where 4 bags of 10 are needed too). Training on it teaches the policy that the",
         "working does not matter; drop or down-weight items whose correct rollouts carry it.",
         "",
-        "## How to load",
-        "",
-        _loading_section(dataset, repo=repo, files=files, exports=exports.get("verl", []), private=private),
-        "",
+    ]
+
+
+def _loading(dataset: Dataset, *, repo: str, files: dict[str, dict[str, str]], exports: dict[str, list[str]],
+             private: bool) -> list[str]:
+    return ["## How to load", "",
+            _loading_section(dataset, repo=repo, files=files, exports=exports.get("verl", []), private=private), ""]
+
+
+def _trainer_exports(exports: dict[str, list[str]]) -> list[str]:
+    return [
         "## Trainer exports",
         "",
         "Under `exports/`, per format, one folder per config with one file per split:",
         "",
-        *export_lines,
+        *(f"- `{fmt}`: " + ", ".join(f"`{c}`" for c in cfgs) for fmt, cfgs in exports.items()),
         "",
-        "## Columns",
-        "",
-        _table(["column", "type", "description"], [[f"`{n}`", f"`{type_name(t)}`", d] for n, t, _, d in COLUMNS]),
-        "",
+    ]
+
+
+def _columns() -> list[str]:
+    return ["## Columns", "",
+            _table(["column", "type", "description"], [[f"`{n}`", f"`{type_name(t)}`", d] for n, t, _, d in COLUMNS]),
+            ""]
+
+
+def _licenses(spec: CardSpec) -> list[str]:
+    licenses = [[f"`{s}`", k, f"`{lic}`", n, f"[{f}]({f})" if f else "—"] for s, k, lic, n, f in spec.source_licenses]
+    return [
         "## Sources and licenses",
         "",
         "Each item carries its source's license (a reformulation carries its parent's: it is a derivative work).",
@@ -453,6 +506,11 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         "",
         _table(["source", "kind", "license", "items", "license text"], licenses),
         "",
+    ]
+
+
+def _built(build: BuildInfo) -> list[str]:
+    return [
         "## How it was built",
         "",
         _table(["", ""], _build_rows(build)),
@@ -461,7 +519,6 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         "the exact inputs, parameters and outputs of the tables this folder was built from.",
         "",
     ]
-    return str(DatasetCard(f"---\n{header}\n---\n\n" + "\n".join(body)))
 
 
 _EMPTY = " (empty, so not declared: 🤗 datasets cannot load a config without rows)"

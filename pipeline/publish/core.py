@@ -188,13 +188,55 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
     """Join problems with their difficulty, keep the primary policy's kept items, split into configs."""
     if unknown := [b for b in (*spec.bands, *spec.reformulated_bands) if b not in BANDS]:
         raise PublishError(f"unknown bands {unknown} in publish.bands; known: {', '.join(BANDS)}")
+    m = _measurements(inputs, spec=spec)
+    main = {r["problem_id"]: r for r in inputs.problems.to_pylist()}
+    reform = {r["problem_id"]: r for r in inputs.reformulated_problems.to_pylist()}
+    everything = {**main, **reform}
+    dropped: Counter[str] = Counter()  # main items measured in a band publish.bands leaves out
+    kept_main, unmeasured = _kept_rows(main, m, everything=everything, bands=spec.bands, spec=spec, dropped=dropped)
+    kept_reform, unmeasured_reform = _kept_rows(reform, m, everything=everything, bands=spec.reformulated_bands,
+                                                spec=spec, dropped=dropped, reformulated=True)
+    pol = m.primary["policy_id"]
+    if not kept_main:
+        raise PublishError(
+            f"nothing to publish: policy {m.primary['name']} ({pol}) measured no main problem in bands {list(spec.bands)} "
+            f"({unmeasured} unmeasured, dropped by band: {dict(dropped) or 'none'})"
+        )
+
+    configs = {DEFAULT_CONFIG: _by_split(kept_main)}
+    for band in spec.bands:
+        configs[band] = _by_split([r for r in kept_main if r["band"] == band])
+    configs[REFORMULATED_CONFIG] = _by_split(kept_reform)
+    return Dataset(
+        primary=m.primary,
+        policies=[p for p in m.policies if p["policy_id"] in m.measured_ids],
+        configs=configs,
+        unmeasured=unmeasured,
+        unmeasured_reformulated=unmeasured_reform,
+        dropped_bands=dict(dropped),
+        verifier_ids=sorted({r["verifier_id"] for r in m.primary_of.values() if r is not None}),
+        reformulation=_reformulation_counts(reform, inputs.reformulated_rejects, kept_reform),
+    )
+
+
+@dataclass(frozen=True)
+class _Measurements:
+    """Every policy's difficulty rows per problem, and the primary policy's own."""
+
+    policies: list[dict[str, Any]]  # the policies table's rows, one per policy_id, by name
+    measured_ids: set[str]  # policies with a difficulty row
+    primary: dict[str, Any]
+    per_problem: dict[str, list[dict[str, Any]]]  # problem_id -> each policy's measurement, by policy name
+    primary_of: dict[str, dict[str, Any] | None]  # problem_id -> the primary policy's measurement
+
+
+def _measurements(inputs: Inputs, *, spec: Spec) -> _Measurements:
     policies = sorted(inputs.policies.to_pylist(), key=lambda p: (p["name"], p["policy_id"]))
     policies = list({p["policy_id"]: p for p in policies}.values())
     names = {p["policy_id"]: p["name"] for p in policies}
     difficulty = inputs.difficulty.to_pylist() + inputs.reformulated_difficulty.to_pylist()
     measured_ids = {d["policy_id"] for d in difficulty}
     primary = resolve_policy([p for p in policies if p["policy_id"] in measured_ids], spec.policy)
-    pol = primary["policy_id"]
 
     per_problem: dict[str, list[dict[str, Any]]] = {}
     for d in difficulty:
@@ -203,104 +245,83 @@ def build(inputs: Inputs, *, spec: Spec) -> Dataset:
         per_problem.setdefault(d["problem_id"], []).append({"policy": names[d["policy_id"]], **_measured(d)})
     for rows in per_problem.values():
         rows.sort(key=lambda r: (r["policy"], r["policy_id"]))
+    primary_of = {pid: next((r for r in rows if r["policy_id"] == primary["policy_id"]), None)
+                  for pid, rows in per_problem.items()}
+    return _Measurements(policies, measured_ids, primary, per_problem, primary_of)
 
-    main = {r["problem_id"]: r for r in inputs.problems.to_pylist()}
-    reform = {r["problem_id"]: r for r in inputs.reformulated_problems.to_pylist()}
-    everything = {**main, **reform}
-    primary_of = {pid: next((r for r in rows if r["policy_id"] == pol), None) for pid, rows in per_problem.items()}
 
-    dropped: Counter[str] = Counter()
+def _kept_rows(problems: dict[str, dict], m: _Measurements, *, everything: Mapping[str, dict], bands: tuple[str, ...],
+               spec: Spec, dropped: Counter[str], reformulated: bool = False) -> tuple[list[dict[str, Any]], int]:
+    """The rows of the problems the primary policy measured in ``bands``, and how many it did not measure; a main
+    problem measured in another band counts in ``dropped`` (a reformulation's band only names the key)."""
+    out = []
     unmeasured = 0
-    unmeasured_reform = 0
+    for pid in sorted(problems):
+        p = problems[pid]
+        mine = m.primary_of.get(pid)
+        if mine is None:
+            unmeasured += 1
+            continue
+        if mine["band"] not in bands:
+            dropped[mine["band"]] += 0 if reformulated else 1
+            continue
+        parent = everything.get(p["parent_id"]) if p["parent_id"] else None
+        parent_m = m.primary_of.get(p["parent_id"]) if p["parent_id"] else None
+        top = {k: v for k, v in mine.items() if k != "policy"}
+        out.append({
+            "problem_id": pid,
+            "prompt": spec.render(p["question"]),
+            "question": p["question"],
+            "answer": p["answer"],
+            "reference_solution": p["solution"],
+            "source": p["source"],
+            "subject": p["subject"],
+            "level": p["level"],
+            "source_difficulty": p["source_difficulty"],
+            "source_difficulty_measure": p["source_difficulty_measure"],
+            "license": _license(pid, everything, spec.licenses),
+            "parent_id": p["parent_id"],
+            "method": p["method"],
+            **_rung_writer(p),
+            "parent_pass_rate": parent_m["pass_rate"] if parent_m else None,
+            "parent_band": parent_m["band"] if parent_m else None,
+            **top,
+            "difficulty": m.per_problem[pid],
+            SPLIT_KEY: hub_split(p["split"] or (parent or {}).get("split")),
+        })
+    return out, unmeasured
 
-    def make_rows(problems: dict[str, dict], *, reformulated: bool) -> list[dict[str, Any]]:
-        nonlocal unmeasured, unmeasured_reform
-        out = []
-        for pid in sorted(problems):
-            p = problems[pid]
-            mine = primary_of.get(pid)
-            if mine is None:
-                if reformulated:
-                    unmeasured_reform += 1
-                else:
-                    unmeasured += 1
-                continue
-            if mine["band"] not in (spec.reformulated_bands if reformulated else spec.bands):
-                dropped[mine["band"]] += 0 if reformulated else 1
-                continue
-            parent = everything.get(p["parent_id"]) if p["parent_id"] else None
-            parent_m = primary_of.get(p["parent_id"]) if p["parent_id"] else None
-            top = {k: v for k, v in mine.items() if k != "policy"}
-            out.append({
-                "problem_id": pid,
-                "prompt": spec.render(p["question"]),
-                "question": p["question"],
-                "answer": p["answer"],
-                "reference_solution": p["solution"],
-                "source": p["source"],
-                "subject": p["subject"],
-                "level": p["level"],
-                "source_difficulty": p["source_difficulty"],
-                "source_difficulty_measure": p["source_difficulty_measure"],
-                "license": _license(pid, everything, spec.licenses),
-                "parent_id": p["parent_id"],
-                "method": p["method"],
-                **_rung_writer(p),
-                "parent_pass_rate": parent_m["pass_rate"] if parent_m else None,
-                "parent_band": parent_m["band"] if parent_m else None,
-                **top,
-                "difficulty": per_problem[pid],
-                SPLIT_KEY: hub_split(p["split"] or (parent or {}).get("split")),
-            })
-        return out
 
-    kept_main = make_rows(main, reformulated=False)
-    kept_reform = make_rows(reform, reformulated=True)
-    if not kept_main:
-        raise PublishError(
-            f"nothing to publish: policy {primary['name']} ({pol}) measured no main problem in bands {list(spec.bands)} "
-            f"({unmeasured} unmeasured, dropped by band: {dict(dropped) or 'none'})"
-        )
+def _by_split(rows: list[dict[str, Any]]) -> dict[str, pa.Table]:
+    """One table per Hub split, train first then the others by name; an empty config still loads (one empty train)."""
+    splits: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        splits.setdefault(r[SPLIT_KEY], []).append({k: v for k, v in r.items() if k != SPLIT_KEY})
+    if not splits:
+        return {"train": SCHEMA.empty_table()}
+    order = sorted(splits, key=lambda s: (s != "train", s))
+    return {s: pa.Table.from_pylist(splits[s], schema=SCHEMA) for s in order}
 
-    def by_split(rows: list[dict[str, Any]]) -> dict[str, pa.Table]:
-        splits: dict[str, list[dict[str, Any]]] = {}
-        for r in rows:
-            splits.setdefault(r[SPLIT_KEY], []).append({k: v for k, v in r.items() if k != SPLIT_KEY})
-        if not splits:  # an empty config still loads: one empty train split
-            return {"train": SCHEMA.empty_table()}
-        order = sorted(splits, key=lambda s: (s != "train", s))  # train first, then the others by name
-        return {s: pa.Table.from_pylist(splits[s], schema=SCHEMA) for s in order}
 
-    configs = {DEFAULT_CONFIG: by_split(kept_main)}
-    for band in spec.bands:
-        configs[band] = by_split([r for r in kept_main if r["band"] == band])
-    configs[REFORMULATED_CONFIG] = by_split(kept_reform)
-    verifiers = sorted({r["verifier_id"] for r in primary_of.values() if r is not None})
+def _reformulation_counts(reform: Mapping[str, dict], rejects: pa.Table | None,
+                          kept: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per method (and ``(any)``): hard parents tried, and those with a published child."""
     tried: dict[str, set[str]] = {}
     for r in reform.values():
         tried.setdefault(r["method"], set()).add(r["parent_id"])
-    if inputs.reformulated_rejects is not None:
-        for r in inputs.reformulated_rejects.to_pylist():
+    if rejects is not None:
+        for r in rejects.to_pylist():
             if r["stage"] == "reformulate":
                 tried.setdefault(r["source"], set()).add(r["source_id"])
     published: dict[str, set[str]] = {}
-    for r in kept_reform:
+    for r in kept:
         published.setdefault(r["method"], set()).add(r["parent_id"])
     reformulation = {m: {"parents_tried": len(ps), "parents_with_learnable_child": len(published.get(m, ()))}
                      for m, ps in sorted(tried.items())}
     if tried:
         reformulation["(any)"] = {"parents_tried": len(set().union(*tried.values())),
                                   "parents_with_learnable_child": len(set().union(set(), *published.values()))}
-    return Dataset(
-        primary=primary,
-        policies=[p for p in policies if p["policy_id"] in measured_ids],
-        configs=configs,
-        unmeasured=unmeasured,
-        unmeasured_reformulated=unmeasured_reform,
-        dropped_bands=dict(dropped),
-        verifier_ids=verifiers,
-        reformulation=reformulation,
-    )
+    return reformulation
 
 
 def _rung_writer(problem: dict[str, Any]) -> dict[str, str | None]:
