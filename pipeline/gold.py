@@ -24,8 +24,7 @@ import re
 from decimal import Decimal
 from functools import lru_cache
 
-_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(\D|$))")
+from pipeline.numbers import LATEX_SEPARATOR, SEPARATED_WHOLE, WHOLE_PLAIN, without_separators
 
 
 class GoldError(ValueError):
@@ -37,7 +36,7 @@ def gsm8k_gold(answer_text: str) -> str:
     if "####" not in answer_text:
         raise GoldError("no '####' marker in the answer")
     gold = answer_text.rsplit("####", 1)[1].strip()
-    gold = _THOUSANDS.sub("", gold).replace("$", "").strip()
+    gold = without_separators(gold).replace("$", "").strip()
     if not gold:
         raise GoldError("empty text after '####'")
     return gold
@@ -89,18 +88,13 @@ def boxed_gold(solution: str) -> str:
     return gold
 
 
-# one number written with thousands separators: 11,111, 11,\!111, 11{,}111, 11, 111 (digit groups of three)
-_SEPARATED_NUMBER = re.compile(r"^-?\d{1,3}(?:(?:,\\!|\{,\}|,)\s*\d{3})+(?:\.\d+)?$")
-_SEPARATOR = re.compile(r",\\!|\{,\}|,")
-
-
 def normalize_gold(gold: str) -> str:
     """Canonical string used to compare golds of duplicate questions: thousands separators (``,``, ``,\\!``,
     ``{,}``, ``, `` between digit groups of three) never make two golds differ."""
     g = gold.strip().strip("$").strip()
-    if _SEPARATED_NUMBER.match(g):
-        g = _SEPARATOR.sub("", g)
-    g = _THOUSANDS.sub("", g)
+    if SEPARATED_WHOLE.match(g):  # 11,111, 11,\!111, 11{,}111, 11, 111 (digit groups of three)
+        g = LATEX_SEPARATOR.sub("", g)
+    g = without_separators(g)
     return re.sub(r"\s+", "", g)
 
 
@@ -133,7 +127,7 @@ def json_gold(value: object) -> str:
 
 
 def is_plain_number(gold: str) -> bool:
-    return bool(_NUMBER.match(gold))
+    return bool(WHOLE_PLAIN.match(gold))
 
 
 MAX_GOLD_CHARS = 1000  # longer golds do not parse: no GSM8K or MATH gold comes near it

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property, lru_cache
 
+from pipeline.numbers import PLAIN, PLAIN_IN_TEXT, WRITTEN, without_separators
 from pipeline.verify.extract import candidates
 from pipeline.verify.grader import normalize_answer
 
@@ -38,7 +39,6 @@ _LATEX_OPS = ((r"\times", "*"), (r"\cdot", "*"), (r"\div", "/"), (r"\left", ""),
               (r"\!", ""), (r"\%", "%"), (r"\$", ""), ("×", "*"), ("÷", "/"), ("−", "-"), ("–", "-"), ("·", "*"))
 _FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 _DELIMS = re.compile(r"\\[()\[\]]|\$")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _TIMES_X = re.compile(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])")
 # operators and '=' in words, between numbers: "58 plus 67 and you get 125" -> "58 + 67 = 125"
 _WORD_OPS = [(re.compile(rf"(?<=[\d)%])\s+(?:{words})\s+(?=[-$\d(])", re.I), sym) for words, sym in (
@@ -55,7 +55,7 @@ _RUN = re.compile(r"(?:[\d.\s(){}+\-*/^%=]|\\[A-Za-z]+)+")
 _WORD_BEFORE = 200  # characters looked back for the word before "* 4 = 16" ("Ben * 4 = 16")
 _OPERATOR = re.compile(r"(?<=[\d)\s])[-+*/^]|\\")
 _PLAIN = re.compile(r"^[\d.\s()+\-*/^%]+$")
-NUM = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
+NUM = PLAIN_IN_TEXT  # a number once its separators are removed (pipeline/numbers.py)
 
 
 @dataclass(frozen=True)
@@ -240,7 +240,7 @@ def _evaluate_any(expr: str) -> Fraction | None:
 
 
 # a match starts only at a number's first digit (a start inside a long number re-scans it: quadratic)
-_PERCENT = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*%")
+_PERCENT = re.compile(rf"(?<![\d.])({PLAIN})\s*%")
 
 
 _TAME: tuple | None = None
@@ -354,7 +354,7 @@ def _normalise(text: str) -> str:
     for _ in range(3 if "frac" in text else 0):  # nested \frac{\frac{a}{b}}{c}
         text = _FRAC.sub(r"((\1)/(\2))", text)
     text = _DELIMS.sub(" ", text)
-    text = _THOUSANDS.sub("", text)
+    text = without_separators(text)
     text = _TIMES_X.sub(" * ", text)
     text = _UNIT.sub("", text)
     for pattern, sym in _WORD_OPS:
@@ -398,7 +398,7 @@ def answer_value(extracted: str | None, *, latex: bool = True) -> Fraction | Non
     ``latex``: LaTeX may be read by sympy (callers reading many answers of one text keep to LATEX_PER_TEXT)."""
     if extracted is None:
         return None
-    return evaluate(_THOUSANDS.sub("", normalize_answer(extracted)), latex=latex)
+    return evaluate(without_separators(normalize_answer(extracted)), latex=latex)
 
 
 def number(text: str) -> Fraction | None:
@@ -413,7 +413,7 @@ def numbers(text: str) -> list[Fraction]:
 
 @lru_cache(maxsize=16384)
 def question_numbers(question: str) -> frozenset[Fraction]:
-    return frozenset(numbers(_THOUSANDS.sub("", question)))
+    return frozenset(numbers(without_separators(question)))
 
 
 def show(v: Fraction) -> str:
@@ -433,8 +433,7 @@ def computes(text: str, value: float | Fraction) -> bool:
 
 # -- final answers, compared by value (multiple_answers, answer_repetition) --------------------------
 
-LEADING = re.compile(r"\s*(\$?-?\d[\d,]*(?:\.\d+)?(?:\s*[-+*/x]\s*\$?\d[\d,]*(?:\.\d+)?)*"
-                     r"(?:\s*=\s*\$?-?\d[\d,]*(?:\.\d+)?)?)")
+LEADING = re.compile(rf"\s*(\$?-?{WRITTEN}(?:\s*[-+*/x]\s*\$?{WRITTEN})*(?:\s*=\s*\$?-?{WRITTEN})?)")
 # "..., the correct answer is": a match starts at the comma or at the first space of a run (a start inside the run
 # re-scans it: quadratic on a long run of spaces)
 _NESTED = re.compile(r"(?i)(?:,|(?<![\s,]))\s+(?:the\s+)?(?:correct\s+|final\s+|real\s+)?answer\s+is\b")

@@ -42,6 +42,7 @@ from pydantic import Field
 
 from pipeline.annotate.arith import LATEX_PER_TEXT, LEADING, answer_key, answer_value, computes, stated_answers
 from pipeline.config import AnnotateConfig, Model, field_default
+from pipeline.numbers import IN_TEXT, IN_TEXT_SQL
 from pipeline.schema import schema
 from pipeline.sqltext import sql_literal
 from pipeline.stats import TRL_STD_EPS, grpo_advantage
@@ -181,9 +182,6 @@ def truncated(row: dict, opts: FlagOptions) -> Hit | None:
     return Hit(float(row["n_tokens"]), f"stopped at max_tokens after {row['n_tokens']} tokens ({row['status']})")
 
 
-_NUM = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
-
-
 def _number(text: str) -> float | None:
     try:
         v = float(text.replace(",", ""))
@@ -197,7 +195,7 @@ def _number(text: str) -> float | None:
                 " AND contains(replace(question, ',', ''),"
                 " regexp_replace(replace(extracted, ',', ''), '^[\\s$]+|[\\s$.]+$', '', 'g'))"
                 " AND list_contains(list_transform("
-                "regexp_extract_all(question, '-?[0-9][0-9,]*(?:\\.[0-9]+)?'), lambda x: replace(x, ',', '')), "
+                f"regexp_extract_all(question, '{IN_TEXT_SQL}'), lambda x: replace(x, ',', '')), "
                 "regexp_replace(replace(extracted, ',', ''), '^[\\s$]+|[\\s$.]+$', '', 'g'))")
 def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
     """A correct final answer that is one of the numbers in the question and that no true statement of the
@@ -210,7 +208,7 @@ def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
     ans = _number(normalize_answer(row["extracted"]))
     if ans is None:
         return None
-    nums = [v for v in (_number(m) for m in _NUM.findall(row["question"])) if v is not None]
+    nums = [v for v in (_number(m) for m in IN_TEXT.findall(row["question"])) if v is not None]
     distinct = sorted(set(nums))
     if ans not in distinct or computes(row["completion"], ans):
         return None

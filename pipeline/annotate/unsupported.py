@@ -31,6 +31,7 @@ from functools import lru_cache
 
 from pipeline.annotate.arith import Statement, answer_value, numbers, question_numbers, show, statements
 from pipeline.annotate.flags import Detector, FlagOptions, Hit, registrar
+from pipeline.numbers import IN_TEXT_SQL
 
 _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: at most ~130 MB of keys)
 
@@ -111,7 +112,7 @@ def _mentions(text: str, value: Fraction) -> bool:
 # Python (the stage streams every candidate row through it). tests/test_annotate_arith.py checks the two agree.
 _SHAPE = r"^\s*(\d{{1,9}}) ([-+*]) (\d{{1,9}}) = (\d{{1,12}})\. The answer is (\d{{1,12}})\.\s*$"
 _M = f"regexp_extract(completion, '{_SHAPE}', ['a', 'op', 'b', 'c', 'd'])"
-_QNUMS_SQL = "list_transform(regexp_extract_all(question, '-?[0-9][0-9,]*(?:[.][0-9]+)?'), lambda x: replace(x, ',', ''))"
+_QNUMS_SQL = f"list_transform(regexp_extract_all(question, '{IN_TEXT_SQL}'), lambda x: replace(x, ',', ''))"
 _N = {k: f"TRY_CAST({_M}.{k} AS HUGEINT)" for k in "abc"}
 SIMPLE_TRUE_SQL = (f"coalesce({_M}.c = {_M}.d AND {_N['c']} = CASE {_M}.op WHEN '+' THEN {_N['a']} + {_N['b']}"
                    f" WHEN '-' THEN {_N['a']} - {_N['b']} WHEN '*' THEN {_N['a']} * {_N['b']} END, false)")

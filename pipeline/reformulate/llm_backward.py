@@ -32,13 +32,14 @@ from pydantic import Field
 
 from pipeline.config import ConfigError, Model
 from pipeline.keys import digest, normalize_question
+from pipeline.numbers import STRICT
 from pipeline.reformulate import backward_rules
 from pipeline.reformulate.fobar import backward_question, equals_answer
 from pipeline.reformulate.numerals import count_x, find_numbers, gold_text, has_variable_x, substitute_x, to_value
 from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Rung, Skip, register
 
 PROMPT_FILE = Path(__file__).parent / "prompts" / "llm_backward.yaml"
-_OUTPUT = re.compile(r"^\s*(?P<num>-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*\n\s*Backward:\s*(?P<q>.+)$", re.S)
+_OUTPUT = re.compile(rf"^\s*(?P<num>-?{STRICT})\s*\n\s*Backward:\s*(?P<q>.+)$", re.S)
 
 
 class Prompt(Model):

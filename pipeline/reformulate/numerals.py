@@ -15,9 +15,8 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-_NUMBER = re.compile(r"(?<![\w.])(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?![\w]|[.,]\d)")
-# any digit run, with separators and decimals: what a solution's arithmetic uses
-_LOOSE = re.compile(r"\d[\d,]*(?:\.\d+)?")
+from pipeline.numbers import DIGIT_RUN, STRICT_IN_TEXT
+
 _GLUE_BEFORE = set("/:^_")
 _GLUE_AFTER = set("/:^_")
 _X = re.compile(r"(?<![A-Za-z\\])x(?![A-Za-z])")
@@ -43,7 +42,7 @@ def to_value(text: str) -> Decimal | None:
 def find_numbers(text: str) -> list[Number]:
     """Every standalone number in ``text``, in order."""
     out = []
-    for m in _NUMBER.finditer(text):
+    for m in STRICT_IN_TEXT.finditer(text):
         before = text[m.start() - 1] if m.start() else ""
         after = text[m.end()] if m.end() < len(text) else ""
         after2 = text[m.end() + 1] if m.end() + 1 < len(text) else ""
@@ -62,7 +61,7 @@ def find_numbers(text: str) -> list[Number]:
 def loose_values(text: str) -> set[Decimal]:
     """Values of every digit run in ``text`` (inside formulas and ``<<48/2=24>>`` too)."""
     values = set()
-    for m in _LOOSE.finditer(text):
+    for m in DIGIT_RUN.finditer(text):  # what a solution's arithmetic uses
         tok = m.group().rstrip(",")
         if (v := to_value(tok)) is not None:
             values.add(v)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from pipeline.config import unknown_name
 from pipeline.gold import GoldError, last_boxed
+from pipeline.numbers import ANYWHERE
 
 Extractor = Callable[[str], str | None]
 EXTRACTORS: dict[str, Extractor] = {}
@@ -70,7 +71,6 @@ _EMPHASIS = re.compile(r"\*\*|__")
 _IS_THE_ANSWER = re.compile(r"(?i)(?<!\s)\s++is\s++the\s++(?:final\s++|correct\s++)?answer\b")
 _TOKEN_CHARS = re.compile(r"[\w.,/^{}\\]")
 _TOKEN_START = re.compile(r"[\s,;:]")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
 
 def _until_sentence_end(text: str) -> str:
@@ -168,7 +168,7 @@ def is_the_answer(completion: str) -> str | None:
 @register("last_number")
 def last_number(completion: str) -> str | None:
     """The last number in the text (lenient: any number the model wrote last). Not in the default list."""
-    nums = _NUMBER.findall(completion)
+    nums = ANYWHERE.findall(completion)
     return nums[-1] if nums else None
 
 

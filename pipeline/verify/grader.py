@@ -42,6 +42,7 @@ from pydantic import Field
 
 from pipeline.config import Model
 from pipeline.gold import parse_gold
+from pipeline.numbers import WRITTEN, without_separators
 from pipeline.verify.policies import detail_with
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
@@ -64,14 +65,12 @@ class Grade:
 # linear on any text: a whitespace run is entered only at its start; the trailing dollars are stripped, not matched
 _PERCENT = re.compile(r"(?<!\s)\s*+\\?%\s*+$")
 _LEADING_DOLLARS = re.compile(r"^\s*+\\?\$++\s*+")
-_NUM = r"-?\d[\d,]*(?:\.\d+)?"
 # a number and then words: space-separated (the first word of two or more letters, not pi), or a glued unit
 _GLUED_UNIT = r"(?:cm|mm|km|kg|mg|lbs?|oz|ft|mph|hrs?|mins?|secs?|ml|cents?|dollars?|units?)\.?"
-_UNIT_WORDS = re.compile(rf"^({_NUM})(?:\s+(?!pi\b)[A-Za-z]{{2,}}[A-Za-z. ]*|\s*{_GLUED_UNIT})$")
+_UNIT_WORDS = re.compile(rf"^(-?{WRITTEN})(?:\s+(?!pi\b)[A-Za-z]{{2,}}[A-Za-z. ]*|\s*{_GLUED_UNIT})$")
 _TEXT = re.compile(r"^\\(?:text|textbf|mathrm)\{(.*)\}$")
 _PROSE_WORD = re.compile(r"^[A-Za-z'’]+[,.;:!?]?$")
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(\D|$))")
 
 
 _WHICH_IS = re.compile(r"(?i),?(?<!\s)\s++which\s++is\s++")
@@ -135,7 +134,7 @@ def normalize(answer: str, *, keep_equation: bool = False) -> tuple[str, tuple[s
         fired.append("percent_unit")
     a = b
     if m := _UNIT_WORDS.match(a):
-        b = _THOUSANDS.sub("", m.group(1))
+        b = without_separators(m.group(1))
         if b != a and a != m.group(1):
             fired.append("unit_words")
         a = b

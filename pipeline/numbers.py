@@ -1,0 +1,63 @@
+"""One number grammar: how passband reads a number written in text, as named variants of the same pieces.
+
+A number is digits with an optional decimal part; what varies is how separators, signs and the text
+around it are read, and each variant says which reading it is::
+
+    >>> [m.group() for m in IN_TEXT.finditer("Ann had 1,200 apples, then -3.5 (v2)")]
+    ['1,200', '-3.5']
+    >>> [m.group() for m in PLAIN_IN_TEXT.finditer(without_separators("1,200 and 12,34"))]
+    ['1200', '12', '34']
+    >>> [m.group() for m in STRICT_IN_TEXT.finditer("1,200 in v2, and .5")]
+    ['1,200', '.5']
+
+The pieces (pattern strings, for the bigger patterns built from them) are :data:`WRITTEN` (digits and any
+commas as a model or a solution writes them: ``1,200``, also ``12,34``), :data:`STRICT` (commas only
+between groups of three) and :data:`PLAIN` (no separators: the form after :func:`without_separators`).
+:data:`NOT_INSIDE` and :data:`NOT_CONTINUED` keep a match from starting or ending inside a word or
+another number. Callers: the gold checks (pipeline/gold.py), the extractors and the grader
+(pipeline/verify), the flag detectors (pipeline/annotate) and the reformulators' numerals; the
+bounded fast-path forms of the grader (``_FAST_*``, lengths capped to math-verify's precision) and the
+expression tokenizer of pipeline/annotate/arith.py read the same grammar under length limits of their own.
+"""
+
+from __future__ import annotations
+
+import re
+
+DECIMAL = r"(?:\.\d+)?"  # an optional decimal part
+WRITTEN = r"\d[\d,]*" + DECIMAL  # digits and any commas, as written: 1,200 (and 12,34)
+STRICT = r"(?:\d{1,3}(?:,\d{3})+|\d+)" + DECIMAL  # commas only between groups of three: 1,200 or 1200
+PLAIN = r"\d+" + DECIMAL  # no separators
+NOT_INSIDE = r"(?<![\w.])"  # not the tail of a word, a name or a decimal
+NOT_CONTINUED = r"(?![\w]|[.,]\d)"  # not followed by a letter, or by more digits after a period or comma
+
+# a thousands separator: a comma after a digit and before exactly three digits
+THOUSANDS_SEPARATOR = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+# a signed number as written, standing alone in text (the flag detectors' reading of a question)
+IN_TEXT = re.compile(NOT_INSIDE + "-?" + WRITTEN)
+# a signed number without separators, standing alone (arithmetic read after without_separators)
+PLAIN_IN_TEXT = re.compile(NOT_INSIDE + "-?" + PLAIN)
+# a signed number as written anywhere, or a bare decimal such as .5 (the lenient last_number extractor)
+ANYWHERE = re.compile("-?" + WRITTEN + r"|-?\.\d+")
+# an unsigned digit run as written, anywhere (inside formulas and <<48/2=24>> annotations too)
+DIGIT_RUN = re.compile(WRITTEN)
+# an unsigned number with strict separators (or a bare decimal), standing alone and not continued
+STRICT_IN_TEXT = re.compile(NOT_INSIDE + r"(?:" + STRICT + r"|\.\d+)" + NOT_CONTINUED)
+# the whole text one signed plain number (a gold that is a plain number)
+WHOLE_PLAIN = re.compile("^-?" + PLAIN + "$")
+# a thousands separator as LaTeX writes it too: 11,\\!111, 11{,}111 (and a plain comma)
+LATEX_SEPARATOR = re.compile(r",\\!|\{,\}|,")
+# the whole text one signed number with separators between groups of three (LaTeX's included, a space after one)
+SEPARATED_WHOLE = re.compile(r"^-?\d{1,3}(?:(?:" + LATEX_SEPARATOR.pattern + r")\s*\d{3})+" + DECIMAL + "$")
+# IN_TEXT for DuckDB's regexp functions (RE2: no look-behind, so without NOT_INSIDE)
+IN_TEXT_SQL = "-?" + WRITTEN.replace(r"[\d,]", "[0-9,]").replace(r"\d", "[0-9]").replace(r"\.", "[.]")
+
+
+def without_separators(text: str) -> str:
+    """``text`` with its thousands separators removed: ``1,200,000`` -> ``1200000`` (``12,34`` is kept)."""
+    return THOUSANDS_SEPARATOR.sub("", text)
+
+
+__all__ = ["ANYWHERE", "DECIMAL", "DIGIT_RUN", "IN_TEXT", "IN_TEXT_SQL", "LATEX_SEPARATOR", "NOT_CONTINUED",
+           "NOT_INSIDE", "PLAIN", "PLAIN_IN_TEXT", "SEPARATED_WHOLE", "STRICT", "STRICT_IN_TEXT", "THOUSANDS_SEPARATOR",
+           "WHOLE_PLAIN", "WRITTEN", "without_separators"]
