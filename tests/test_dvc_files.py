@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, VerifyConfig, parse_params
+from pipeline.config import ConfigError, VerifyConfig, field_default, parse_params
 
 REPO = Path(__file__).resolve().parent.parent
 DVC_FILES = sorted(p for p in [REPO / "dvc.yaml", *REPO.glob("experiments/*/dvc.yaml")] if p.exists())
@@ -114,3 +114,21 @@ def test_the_copy_check_sees_a_repeated_default():
     assert parse_params(smaller).model_dump() == parse_params(raw).model_dump()
     assert all(_has(smaller, n) for n in _needed(REPO / "dvc.yaml"))  # `verify` stays: DVC is content
     assert not all(_has(_without(raw, "paths.problems"), n) for n in _needed(REPO / "dvc.yaml"))
+
+
+def test_params_yaml_sets_no_pluggable_option_to_its_default():
+    """The same for the options each engine, reformulation method and the flag detectors validate themselves."""
+    import pipeline.reformulate  # noqa: F401  (registers the methods)
+    from pipeline.annotate.flags import FlagOptions
+    from pipeline.engines.registry import get_engine
+    from pipeline.reformulate.registry import get_method
+
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    groups = [(f"rollout.engine_options.{e}", get_engine(e).Options, o)
+              for e, o in raw["rollout"].get("engine_options", {}).items()]
+    groups += [(f"reformulate.options.{m}", get_method(m).Options, o)
+               for m, o in raw.get("reformulate", {}).get("options", {}).items()]
+    groups += [("annotate.options", FlagOptions, raw.get("annotate", {}).get("options", {}))]
+    copies = [f"{where}.{k}" for where, model, opts in groups for k, v in opts.items()
+              if k in model.model_fields and field_default(model, k) == v]
+    assert not copies, f"params.yaml repeats these options' defaults: {copies}"
