@@ -180,10 +180,12 @@ def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded
             threads=1)
     assert r["sizes"]["main"]["rollouts"] == 16 and r["sizes"]["labelled"]["rollouts"] == 40
     assert r["sizes"]["checkpoint"]["rollouts"] == 6 and not r["sae_loaded"]
-    for part in ("all", "main", "checkpoint_records"):  # zero up to float noise: the two passes batch differently
-        assert r["drift"][part]["mean_abs_delta_mean"] < 1e-6 and r["drift"][part]["mean_abs_delta_rate"] < 1e-3
-        assert r["drift"][part]["cosine_mean_codes"] == pytest.approx(1)
-    assert all(abs(f["delta_mean"]) < 1e-5 for f in r["drift"]["top"])
+    # zero up to float noise: the two passes batch differently, so a token's TopK can flip at a near tie (a trained
+    # checkpoint drifts by ~0.03 on this measure; see docs/probe.md)
+    for part in ("all", "main", "checkpoint_records"):
+        assert r["drift"][part]["mean_abs_delta_mean"] < 1e-3 and r["drift"][part]["mean_abs_delta_rate"] < 5e-3
+        assert r["drift"][part]["cosine_mean_codes"] == pytest.approx(1, abs=1e-4)
+    assert all(abs(f["delta_mean"]) < 1e-2 for f in r["drift"]["top"])
     runs = {(x["rollouts"], x["label_kind"], x["label"]): x for x in r["shortcut_probe"]["runs"]}
     assert ("labelled", "human label", "unsupported") in runs
     out = Path(r["out"])
@@ -191,5 +193,10 @@ def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded
     assert "Feature drift" in (out / "report.md").read_text()
     again = run(p, root=tmp_path, config=cfg, checkpoint=ck, problems=tmp_path / "data/problems", labelled=lab,
                 threads=1)
-    assert again["sae_loaded"] and again["activations_cached"] == {"base": True, "checkpoint": True}
+    assert again["sae_loaded"] and again["activations_cached"] == {
+        "base": {"main": True, "labelled": True, "checkpoint": True}, "checkpoint": {"main": True, "checkpoint": True}}
     assert again["report_id"] == r["report_id"]
+    alone = run(p, root=tmp_path, config=cfg, checkpoint=ck, problems=tmp_path / "data/problems", use_labelled=False,
+                out=tmp_path / "drift", threads=1)
+    assert set(alone["sizes"]) == {"main", "checkpoint"} and (tmp_path / "drift" / "report.md").is_file()
+    assert not any(x["rollouts"].startswith(("labelled", "main+")) for x in alone["shortcut_probe"]["runs"])

@@ -72,10 +72,16 @@ def command(ctx, *, params_path, policy, limit, layer, latents, steps, top_k, th
 @click.option("--latents", type=click.IntRange(min=8), default=512, show_default=True, help="T-SAE width.")
 @click.option("--steps", type=click.IntRange(min=1), default=1500, show_default=True, help="T-SAE training steps.")
 @click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True, help="Cross-validation folds.")
+@click.option("--labelled/--no-labelled", default=True, show_default=True,
+              help="Also probe the labelled set (tests/data/flag_labels.jsonl: human labels and its text flags).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for report.json and report.md (default: data/probe/reports/<report_id>).")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Activations cache (default: data/probe/acts).")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Torch CPU threads (default: torch's).")
 @with_params
-def report(*, params, root, policy, limit, checkpoint, problems, drift_limit, layer, latents, steps, folds,
-           threads) -> None:
+def report(*, params, root, policy, limit, checkpoint, problems, drift_limit, layer, latents, steps, folds, labelled,
+           out, cache, threads) -> None:
     """The probe's reports: a feature-based shortcut probe, drift to a checkpoint, per-band enrichment, hard items.
 
     Trains (or reuses) a T-SAE on the policy's rollouts; cross-validates a logistic probe on per-rollout
@@ -89,7 +95,7 @@ def report(*, params, root, policy, limit, checkpoint, problems, drift_limit, la
 
     cfg = ProbeConfig(layer=layer, sae=dataclasses.replace(SAEConfig(), n_latents=latents, steps=steps))
     r = run(params, root=root, policy=policy, limit=limit, config=cfg, checkpoint=checkpoint, problems=problems,
-            drift_limit=drift_limit, folds=folds, threads=threads)
+            drift_limit=drift_limit, folds=folds, use_labelled=labelled, out=out, cache=cache, threads=threads)
     sizes = ", ".join(f"{k} {v['rollouts']}" for k, v in r["sizes"].items())
     click.echo(f"probe report {r['report_id']}: {sizes} rollouts; SAE {r['sae_id']}; {r['seconds']['total']} s; "
                f"{r['out']}/report.md")

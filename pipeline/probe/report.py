@@ -22,13 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.config import Params
+from pipeline.annotate.core import annotate_tables
+from pipeline.annotate.quality import LABELLED_SET, load_labels, measure
+from pipeline.config import AnnotateConfig, Params
 from pipeline.io import atomic_write_text, read_table, write_json
 from pipeline.keys import canonical_json, digest
+from pipeline.probe import activations, sae
 from pipeline.probe.core import ProbeConfig, ProbeError, answer_span, rollouts_digest, sae_id, scale_factor
 from pipeline.probe.reports import cross_validate, enrichment, feature_drift, fit_logistic, rollout_vectors
 from pipeline.probe.stage import _prompt_text, inputs, probe_dir
 from pipeline.tablesets import table_set
+from pipeline.verify.core import source_digest
 
 SHORTCUT_FLAGS = ("unsupported_answer", "computation_skip")
 
@@ -62,9 +66,6 @@ def file_digest(model_dir: Path) -> str:
 def cached_activations(model_dir: Path, items, *, cfg: ProbeConfig, cache: Path, threads: int | None):
     """:func:`pipeline.probe.activations.collect` of ``items`` through ``model_dir``, reused when its digest's folder
     is complete (the model's weights, the layer, the token cap, the items and the activations code)."""
-    from pipeline.probe import activations
-    from pipeline.verify.core import source_digest
-
     key = digest(canonical_json({"model": file_digest(model_dir), "layer": cfg.layer,
                                  "max_completion_tokens": cfg.max_completion_tokens,
                                  "items": digest(canonical_json([[*i[:2], i[2]] for i in items])),
@@ -84,6 +85,17 @@ def cached_activations(model_dir: Path, items, *, cfg: ProbeConfig, cache: Path,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return activations.load(out), False
+
+
+def _concat(stores):
+    """One in-memory store of several stores' rollouts, in order."""
+    from pipeline.probe.activations import ActivationStore
+
+    lengths = np.concatenate([s.lengths for s in stores])
+    return ActivationStore(acts=np.concatenate([np.asarray(s.acts, dtype=np.float32) for s in stores]),
+                           starts=np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64), lengths=lengths,
+                           answer_mask=np.concatenate([s.answer_mask for s in stores]),
+                           token_ids=np.concatenate([s.token_ids for s in stores]))
 
 
 def _rows(store, idx):
@@ -113,8 +125,6 @@ def main_part(params: Params, *, root: Path, policy: str | None, limit: int | No
 
 def labelled_part(pol, tok, path: Path | None):
     """The labelled set rendered with the policy's prompt; its text flags from the real verify and annotate cores."""
-    from pipeline.annotate.quality import LABELLED_SET, load_labels, measure
-
     rows = load_labels(path or LABELLED_SET)
     q = measure(rows)
     idx = {r["id"]: i for i, r in enumerate(rows)}
@@ -130,9 +140,6 @@ def labelled_part(pol, tok, path: Path | None):
 
 def checkpoint_part(pol, tok, checkpoint: Path, problems_dir: Path):
     """The checkpoint's recorded GRPO rollouts, their verdicts, and the text flags the annotate core gives them."""
-    from pipeline.annotate.core import annotate_tables
-    from pipeline.config import AnnotateConfig
-
     rec = checkpoint / "records"
     rolls = read_table(rec / "rollouts", name="rollouts")
     verdicts = read_table(rec / "verdicts", name="verdicts")
@@ -160,8 +167,6 @@ def checkpoint_part(pol, tok, checkpoint: Path, problems_dir: Path):
 
 def _load_or_train_sae(root: Path, params: Params, cfg: ProbeConfig, sid: str, x: np.ndarray, store):
     from safetensors.torch import load_file, save_file
-
-    from pipeline.probe import sae
 
     slug = sid.replace("/", "-")
     for p in (root / probe_dir(params) / slug / "tsae.safetensors", root / probe_dir(params) / "reports" / "sae" /
@@ -202,14 +207,14 @@ def _spans_for(tok, codes, store, feature: int, n: int = 3) -> list[str]:
 
 def run(params: Params, *, root: Path = Path("."), policy: str | None = None, limit: int | None = None,
         config: ProbeConfig | None = None, checkpoint: Path | None = None, problems: Path | None = None,
-        labelled: Path | None = None, drift_limit: int | None = None, folds: int = 5, seed: int = 0,
-        threads: int | None = None) -> dict:
-    """The reports for one policy (and a checkpoint): ``probe/reports/<report_id>/report.{json,md}``; returns the
-    report (its ``out`` names the folder)."""
+        labelled: Path | None = None, use_labelled: bool = True, drift_limit: int | None = None, folds: int = 5,
+        seed: int = 0, threads: int | None = None, out: Path | None = None, cache: Path | None = None) -> dict:
+    """The reports for one policy (and a checkpoint): ``report.json`` and ``report.md`` in ``out`` (default
+    ``probe/reports/<report_id>/``); returns the report (its ``out`` names the folder).
+
+    Activations are cached per set of rollouts and model under ``cache`` (default ``probe/acts``)."""
     import torch
     from transformers import AutoTokenizer
-
-    from pipeline.probe import sae
 
     cfg = config or ProbeConfig()
     if threads:
@@ -219,19 +224,22 @@ def run(params: Params, *, root: Path = Path("."), policy: str | None = None, li
     pol, main = main_part(params, root=root, policy=policy, limit=limit)
     base_dir = Path(pol.model.path)
     tok = AutoTokenizer.from_pretrained(base_dir)
-    lab, own = labelled_part(pol, tok, labelled)
+    lab, own = labelled_part(pol, tok, labelled) if use_labelled else (None, {})
     ck = None
     if checkpoint is not None:
         checkpoint = Path(checkpoint)
         ck = checkpoint_part(pol, tok, checkpoint, Path(problems) if problems else checkpoint.parents[1] / "problems")
     secs["inputs"] = round(time.perf_counter() - t0, 1)
-    cache = root / probe_dir(params) / "acts"
+    cache = Path(cache) if cache is not None else root / probe_dir(params) / "acts"
     # base model: main + labelled (+ the checkpoint's records, for drift); the checkpoint: a drift subset + its records
-    parts = [main, lab] + ([ck] if ck else [])
+    parts = [p for p in (main, lab, ck) if p is not None]
     offsets = np.cumsum([0] + [len(p.keys) for p in parts])
     t = time.perf_counter()
-    base_store, hit_b = cached_activations(base_dir, [i for p in parts for i in p.items], cfg=cfg, cache=cache,
-                                           threads=threads)
+    stores, hits = [], {}
+    for p in parts:
+        st, hits[p.name] = cached_activations(base_dir, p.items, cfg=cfg, cache=cache, threads=threads)
+        stores.append(st)
+    base_store = _concat(stores)
     secs["activations_base"] = round(time.perf_counter() - t, 1)
     idx = {p.name: np.arange(offsets[j], offsets[j + 1]) for j, p in enumerate(parts)}
     rows_main, s_main, l_main = _rows(base_store, idx["main"])
@@ -260,7 +268,7 @@ def run(params: Params, *, root: Path = Path("."), policy: str | None = None, li
                     "policy_id": pol.policy_id, "config": cfg.identity(), "scale": scale, "sae_quality": quality,
                     "sizes": {p.name: {"rollouts": len(p.keys), "tokens": int(base_store.lengths[pick(p.name)].sum())}
                               for p in parts},
-                    "activations_cached": {"base": hit_b}}
+                    "activations_cached": {"base": hits}}
 
     # 1. the shortcut probe --------------------------------------------------------------------------------------
     probe: dict = {"features": "per rollout: mean of each high-level feature over the completion's tokens, and over "
@@ -270,12 +278,69 @@ def run(params: Params, *, root: Path = Path("."), policy: str | None = None, li
         res = cross_validate(x_all[rows] if x is None else x, y, folds=folds, seed=seed)
         probe["runs"].append({"rollouts": name, "label_kind": label_kind, "label": label, **res})
 
-    lab_rows, main_rows = pick("labelled"), pick("main")
+    main_rows = pick("main")
+    for f in SHORTCUT_FLAGS:
+        cv("main", "text flag (weak label)", f, main_rows, np.isin(np.arange(len(main.keys)), list(main.flags[f])))
+    if lab is not None:
+        _labelled_probe(probe, cv, main, lab, main_rows, pick("labelled"), x_all, h, tok, codes_b, base_store)
+    probe["text_flags_vs_human"] = own
+    report["shortcut_probe"] = probe
+    _bands_and_hard(report, cfg, main, main_rows, vec, tok, codes_b, base_store)
+
+    # 2. drift ---------------------------------------------------------------------------------------------------------
+    if ck is not None:
+        n_d = len(main.keys) if drift_limit is None else min(drift_limit, len(main.keys))
+        t = time.perf_counter()
+        ck_main, hit_m = cached_activations(checkpoint, main.items[:n_d], cfg=cfg, cache=cache, threads=threads)
+        ck_rec, hit_r = cached_activations(checkpoint, ck.items, cfg=cfg, cache=cache, threads=threads)
+        ck_store = _concat([ck_main, ck_rec])
+        secs["activations_checkpoint"] = round(time.perf_counter() - t, 1)
+        report["activations_cached"]["checkpoint"] = {"main": hit_m, "checkpoint": hit_r}
+        sel = np.concatenate([main_rows[:n_d], pick("checkpoint")])
+        rows_b, s_d, l_d = _rows(base_store, sel)
+        if not np.array_equal(l_d, ck_store.lengths):
+            raise ProbeError("the checkpoint's tokenizer splits the rollouts unlike the base model's: no drift")
+        codes_c = codes_of(ck_store)
+        drift = {"checkpoint": str(checkpoint), "checkpoint_digest": file_digest(checkpoint),
+                 "rollouts": {"main": n_d, "checkpoint_records": len(ck.keys)}}
+        for name, r in (("all", slice(None)), ("main", slice(0, int(l_d[:n_d].sum()))),
+                        ("checkpoint_records", slice(int(l_d[:n_d].sum()), None))):
+            d = feature_drift(codes_b[rows_b][r], codes_c[r], top=8)
+            drift[name] = d["summary"]
+            if name == "all":
+                st = type("S", (), {"starts": s_d, "lengths": l_d, "token_ids": ck_store.token_ids})
+                drift["top"] = [{k: v for k, v in f.items() if not k.startswith("rows_")}
+                                | {"spans_trained": _spans_for(tok, codes_c, st, f["feature"], 2),
+                                   "spans_base": _spans_for(tok, codes_b[rows_b], st, f["feature"], 2)}
+                                for f in d["top"]]
+        report["drift"] = drift
+        # the probe on the checkpoint's own rollouts, through the checkpoint (weak labels only)
+        ck_rows = np.arange(int(n_d), int(n_d) + len(ck.keys))
+        vc = rollout_vectors(codes_c, starts=ck_store.starts, lengths=ck_store.lengths,
+                             answer_mask=ck_store.answer_mask, top_k=cfg.top_k)
+        xc = np.hstack([vc.mean, vc.answer])[ck_rows]
+        for f in SHORTCUT_FLAGS:
+            y = np.isin(np.arange(len(ck.keys)), list(ck.flags[f]))
+            cv("checkpoint records (through the checkpoint)", "text flag (weak label)", f, None, y, x=xc)
+    secs["total"] = round(time.perf_counter() - t0, 1)
+    report["seconds"] = secs
+    rid = digest(canonical_json({"sae": sid, "checkpoint": report.get("drift", {}).get("checkpoint_digest"),
+                                 "sizes": report["sizes"], "folds": folds, "seed": seed, "drift_limit": drift_limit}),
+                 length=12)
+    out = Path(out) if out is not None else root / probe_dir(params) / "reports" / rid
+    out.mkdir(parents=True, exist_ok=True)
+    report["report_id"] = rid
+    write_json(out / "report.json", report)
+    atomic_write_text(out / "report.md", markdown(report))
+    report["out"] = str(out)
+    return report
+
+
+def _labelled_probe(probe, cv, main, lab, main_rows, lab_rows, x_all, h, tok, codes_b, base_store) -> None:
     both = np.concatenate([main_rows, lab_rows])
     for f in SHORTCUT_FLAGS:
         y_main = np.isin(np.arange(len(main.keys)), list(main.flags[f]))
         y_lab = np.isin(np.arange(len(lab.keys)), list(lab.flags[f]))
-        cv("main", "text flag (weak label)", f, main_rows, y_main)
         cv("labelled", "text flag (weak label)", f, lab_rows, y_lab)
         cv("main+labelled", "text flag (weak label)", f, both, np.concatenate([y_main, y_lab]))
     y_h = np.array(lab.human)
@@ -284,7 +349,6 @@ def run(params: Params, *, root: Path = Path("."), policy: str | None = None, li
     cv("labelled", "text flag (weak label)", "unsupported_answer or computation_skip", lab_rows, y_either)
     cv("labelled", "human label, correct rollouts only", "unsupported", lab_rows[np.array(lab.correct)],
        y_h[np.array(lab.correct)])
-    probe["text_flags_vs_human"] = own
     # the features the probe leans on, fitted once on every labelled row (interpretation only, not a score)
     if y_h.sum() >= 2:
         xs = x_all[lab_rows]
@@ -294,9 +358,10 @@ def run(params: Params, *, root: Path = Path("."), policy: str | None = None, li
         probe["top_weights_human_unsupported"] = [
             {"feature": int(j % h), "over": "completion" if j < h else "answer", "weight": float(w[j]),
              "spans": _spans_for(tok, codes_b, base_store, int(j % h), 2)} for j in np.argsort(-w)[:5]]
-    report["shortcut_probe"] = probe
 
-    # 3. enrichment per band and the hard items ----------------------------------------------------------------------
+
+def _bands_and_hard(report, cfg, main, main_rows, vec, tok, codes_b, base_store) -> None:
+    """Features enriched per band, and on hard items in successes against failures (the research's claim)."""
     bands = np.array([b or "none" for b in main.bands])
     top_main = vec.top[main_rows]
     enr = enrichment(top_main, bands, min_count=5, top=5)
@@ -330,53 +395,6 @@ def run(params: Params, *, root: Path = Path("."), policy: str | None = None, li
                                         for f in np.argsort(-diff)[:5]]
         hard[name] = entry
     report["hard_items"] = hard
-
-    # 2. drift ---------------------------------------------------------------------------------------------------------
-    if ck is not None:
-        n_d = len(main.keys) if drift_limit is None else min(drift_limit, len(main.keys))
-        d_items = main.items[:n_d] + ck.items
-        t = time.perf_counter()
-        ck_store, hit_c = cached_activations(checkpoint, d_items, cfg=cfg, cache=cache, threads=threads)
-        secs["activations_checkpoint"] = round(time.perf_counter() - t, 1)
-        report["activations_cached"]["checkpoint"] = hit_c
-        sel = np.concatenate([main_rows[:n_d], pick("checkpoint")])
-        rows_b, s_d, l_d = _rows(base_store, sel)
-        if not np.array_equal(l_d, ck_store.lengths):
-            raise ProbeError("the checkpoint's tokenizer splits the rollouts unlike the base model's: no drift")
-        codes_c = codes_of(ck_store)
-        drift = {"checkpoint": str(checkpoint), "checkpoint_digest": file_digest(checkpoint),
-                 "rollouts": {"main": n_d, "checkpoint_records": len(ck.keys)}}
-        for name, r in (("all", slice(None)), ("main", slice(0, int(l_d[:n_d].sum()))),
-                        ("checkpoint_records", slice(int(l_d[:n_d].sum()), None))):
-            d = feature_drift(codes_b[rows_b][r], codes_c[r], top=8)
-            drift[name] = d["summary"]
-            if name == "all":
-                st = type("S", (), {"starts": s_d, "lengths": l_d, "token_ids": ck_store.token_ids})
-                drift["top"] = [{k: v for k, v in f.items() if not k.startswith("rows_")}
-                                | {"spans_trained": _spans_for(tok, codes_c, st, f["feature"], 2),
-                                   "spans_base": _spans_for(tok, codes_b[rows_b], st, f["feature"], 2)}
-                                for f in d["top"]]
-        report["drift"] = drift
-        # the probe on the checkpoint's own rollouts, through the checkpoint (weak labels only)
-        ck_rows = np.arange(int(n_d), int(n_d) + len(ck.keys))
-        vc = rollout_vectors(codes_c, starts=ck_store.starts, lengths=ck_store.lengths,
-                             answer_mask=ck_store.answer_mask, top_k=cfg.top_k)
-        xc = np.hstack([vc.mean, vc.answer])[ck_rows]
-        for f in SHORTCUT_FLAGS:
-            y = np.isin(np.arange(len(ck.keys)), list(ck.flags[f]))
-            cv("checkpoint records (through the checkpoint)", "text flag (weak label)", f, None, y, x=xc)
-    secs["total"] = round(time.perf_counter() - t0, 1)
-    report["seconds"] = secs
-    rid = digest(canonical_json({"sae": sid, "checkpoint": report.get("drift", {}).get("checkpoint_digest"),
-                                 "sizes": report["sizes"], "folds": folds, "seed": seed, "drift_limit": drift_limit}),
-                 length=12)
-    out = root / probe_dir(params) / "reports" / rid
-    out.mkdir(parents=True, exist_ok=True)
-    report["report_id"] = rid
-    write_json(out / "report.json", report)
-    atomic_write_text(out / "report.md", markdown(report))
-    report["out"] = str(out)
-    return report
 
 
 def _pass_rates(part: Part) -> np.ndarray:
