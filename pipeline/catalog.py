@@ -22,6 +22,8 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline.annotate.detectors import flag_kinds_sql
+from pipeline.bands import sql_values
 from pipeline.config import Params
 from pipeline.errors import PassbandError
 from pipeline.io import SHARD_GLOB, check_shards, follow_umask, remove_stale_temps, shard_paths
@@ -78,8 +80,6 @@ def create_views(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path, 
             for d in dirs:  # a damaged shard: its one-line DamagedShardError, not DuckDB's message
                 check_shards(root / d, name=name)
             raise
-    from pipeline.annotate.detectors import flag_kinds_sql
-    from pipeline.bands import sql_values
 
     con.execute(f"CREATE OR REPLACE VIEW flag_kinds AS {flag_kinds_sql()}")
     con.execute(f"CREATE OR REPLACE VIEW bands AS {sql_values()}")

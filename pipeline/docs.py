@@ -29,8 +29,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
+import yaml
+
+from pipeline.annotate.detectors import DETECTORS
+from pipeline.annotate.flags import DETECTOR_ERROR
+from pipeline.annotate.measured import MEASURED
+from pipeline.annotate.measured import measured as measured_flags
+from pipeline.annotate.quality import FlagQuality
+from pipeline.cli import COMMANDS, cli
+from pipeline.config import Params, Paths
 from pipeline.io import atomic_write_text
 from pipeline.schema import TABLES, schema
+from pipeline.verify.policies import POLICIES
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "tables.md"
@@ -64,14 +75,6 @@ def _ratio(x: float | None, ci: tuple[float, float] | None) -> str:
 
 def flags_markdown() -> str:
     """Every registered detector (in registry order), then ``detector_error``, with the measured figures."""
-    import yaml
-
-    from pipeline.annotate.detectors import DETECTORS
-    from pipeline.annotate.flags import DETECTOR_ERROR
-    from pipeline.annotate.measured import MEASURED
-    from pipeline.annotate.measured import measured as measured_flags
-    from pipeline.annotate.quality import FlagQuality
-
     doc = yaml.safe_load(MEASURED.read_text())
     figures = measured_flags()
     lines = [f"Measured on {doc['labelled_rows']} labelled completions (`{MEASURED.relative_to(ROOT)}`; verify agrees "
@@ -97,8 +100,6 @@ POLICY_ROW = re.compile(r"^\| `(\w+)` \|.*\| (\d+) \|$", re.M)
 def policies_markdown(page: str) -> str:
     """``POLICIES`` as a table; the cases column keeps the counts the page holds (measured by the slow differential
     test, tests/test_verify_differential.py, which fails when one is wrong); a new policy starts at 0."""
-    from pipeline.verify.policies import POLICIES
-
     cases = {name: int(n) for name, n in POLICY_ROW.findall(page)}
     lines = ["| policy | rule | why math-verify is wrong there | cases |", "|---|---|---|---|"]
     for name, (rule, why) in POLICIES.items():
@@ -166,8 +167,6 @@ def _model_rows(model, prefix: str, *, note: str = "") -> list[str]:
 
 
 def config_markdown() -> str:
-    from pipeline.config import Params
-
     lines = ["| key | type | default | what it sets |", "|---|---|---|---|"]
     return "\n".join(lines + _model_rows(Params, "")) + "\n"
 
@@ -175,10 +174,6 @@ def config_markdown() -> str:
 def stages_markdown() -> str:
     """The stages of dvc.yaml in order, ``${paths.*}`` shown as the default paths; a stage's ``desc`` says what it
     writes besides its DVC outputs."""
-    import yaml
-
-    from pipeline.config import Paths
-
     paths = Paths().model_dump()
 
     def resolve(text: str) -> str:
@@ -199,10 +194,6 @@ def stages_markdown() -> str:
 
 def cli_markdown() -> str:
     """``passband --help`` and each subcommand's, rendered at a fixed width."""
-    import click
-
-    from pipeline.cli import COMMANDS, cli
-
     def helptext(cmd: click.Command, name: str, parent: click.Context | None) -> str:
         # the command's own context settings, as `passband ... --help` builds them (make_context): click caches each
         # command's help option on first use, so a bare Context here rendered `--help` or `-h, --help` depending on

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import PassbandError
+from pipeline.ownership import TABLE_MARKER, NotOwnedError
 from pipeline.run_stats import RunStats
 from pipeline.schema import SchemaError, schema
 
@@ -312,8 +313,6 @@ def claim_table_dir(directory: str | Path, *, name: str, subfolders: tuple[str, 
     the rollout stage's ``rejects/``): it then gets the marker. Anything else is refused, naming the
     files passband did not write, and nothing in the folder is touched (pipeline/ownership.py).
     """
-    from pipeline.ownership import TABLE_MARKER, NotOwnedError
-
     directory = Path(directory)
     fix = "point the table's path in params.yaml at a folder of its own (such as data/<table>), or move those files away"
     if directory.is_symlink():
@@ -351,8 +350,6 @@ def replace_dir(directory: str | Path, tables: Iterable[tuple[str, pa.Table]], *
     gap. Only files proven to be shards of this table (their footer) are ever removed or replaced:
     a readable Parquet file of any other origin in the way of a new shard is refused.
     """
-    from pipeline.ownership import NotOwnedError
-
     directory = claim_table_dir(directory, name=name)
     written = []
     for shard, t in tables:

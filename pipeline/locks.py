@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline.errors import PassbandError
+from pipeline.io import current_umask
+from pipeline.tablesets import SETS
 
 LOCK_DIR = ".passband/locks"
 # command -> does it take --set (its lock is per set)
@@ -55,8 +57,6 @@ def _holder(path: Path) -> str:
 @contextlib.contextmanager
 def hold(root: Path, name: str, *, wait_s: float = 0.0) -> Iterator[Path]:
     """Hold lock ``name`` of the repository at ``root``; wait up to ``wait_s`` seconds, then raise :class:`LockedError`."""
-    from pipeline.io import current_umask
-
     directory = Path(root) / LOCK_DIR
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.lock"
@@ -133,8 +133,6 @@ def _open_lock(directory: Path, path: Path) -> int:
 @contextlib.contextmanager
 def hold_all(root: Path) -> Iterator[None]:
     """Every stage's lock (for ``passband doctor --repair``): no stage can write while it runs."""
-    from pipeline.tablesets import SETS
-
     names = [lock_name(c, s) for c, per_set in WRITERS.items() for s in (SETS if per_set else (None,))]
     with contextlib.ExitStack() as stack:
         for n in names:

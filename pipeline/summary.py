@@ -13,6 +13,7 @@ import polars as pl
 from pipeline.bands import LEARNABLE
 from pipeline.catalog import query
 from pipeline.options import with_params
+from pipeline.publish import read_build_info
 
 BANDS = """
 SELECT pol.name AS policy, CASE WHEN p.parent_id IS NULL THEN 'main' ELSE 'reformulated' END AS "set",
@@ -60,7 +61,6 @@ def summary(*, params, root) -> None:
     if not build.is_file():
         click.echo("  (not built yet: passband publish)")
         return
-    from pipeline.publish import read_build_info
 
     rows = read_build_info(folder).get("rows", {})
     click.echo("  " + ", ".join(f"{c}: {n}" for c, n in rows.items()))

@@ -83,7 +83,7 @@ PLAN = [([A, B], {A: 4, B: 0}), ([B, C], {B: 1, C: 2}),  # window [0, 2): the ba
 def test_recorded_windows_are_passband_tables(tmp_path, monkeypatch):
     import importlib
 
-    judge_mod = importlib.import_module("pipeline.verify.judge")  # the package re-exports a function `judge`
+    judge_mod = importlib.import_module("pipeline.train.recorder")  # the judge_many it calls (pipeline.verify.judge's)
     calls = []
     real = judge_mod.judge_many
     monkeypatch.setattr(judge_mod, "judge_many", lambda *a, **kw: calls.append(1) or real(*a, **kw))

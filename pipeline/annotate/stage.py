@@ -15,9 +15,19 @@ from tqdm import tqdm
 
 from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_batches, flag_batches, prepare
 from pipeline.annotate.plots import write_plots
+from pipeline.annotate.selection import selection
 from pipeline.bands import BANDS
 from pipeline.config import AnnotateConfig, Params
-from pipeline.io import SHARD_GLOB, atomic_path, check_shards, claim_table_dir, is_table_shard, shard_paths, write_metrics
+from pipeline.io import (
+    SHARD_GLOB,
+    atomic_path,
+    check_shards,
+    claim_table_dir,
+    is_table_shard,
+    read_table,
+    shard_paths,
+    write_metrics,
+)
 from pipeline.rollout.core import select_problems
 from pipeline.rollout.policy import resolve_policy
 from pipeline.run_stats import RunStats
@@ -148,8 +158,6 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
 def _selection(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path, set_name: str, vid: str) -> pa.Table:
     """The samples the run's budget selects (pipeline/annotate/selection.py): the set's selected problems, every
     policy with verdicts, priors resolved from params (only when a policy names one)."""
-    from pipeline.annotate.selection import selection  # imports the rollout budget, which imports pipeline.bands
-
     cfg = params.rollout
     problems = con.sql("SELECT problem_id, source FROM problems").to_arrow_table()
     if set_name == "main":
@@ -181,7 +189,6 @@ def _policy_names(policies_dir: Path) -> dict[str, str]:
     """policy_id -> the policy's name in params.yaml, from the policies table (empty when it is not there)."""
     if not shard_paths(policies_dir):
         return {}
-    from pipeline.io import read_table
 
     t = read_table(policies_dir, name="policies")
     return dict(zip(t.column("policy_id").to_pylist(), t.column("name").to_pylist(), strict=True))

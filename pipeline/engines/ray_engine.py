@@ -39,7 +39,8 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.engines.registry import Engine, EngineError, ModelSpec, Request, Sample
+from pipeline.engines.registry import Engine, EngineError, ModelSpec, Request, Sample, create_engine
+from pipeline.engines.vllm_env import allowed_cores, cpu_ranges
 
 _QUEUED_PER_REPLICA = 2
 
@@ -70,7 +71,6 @@ class _Replica:
         # before vLLM is imported; this replica's own value even where the worker inherited the
         # driver's (an in-process vllm engine in the driver sets VLLM_CPU_OMP_THREADS_BIND to every core)
         os.environ.update(env)
-        from pipeline.engines.registry import create_engine
 
         self.engine = create_engine(engine, model, options, root=Path(root))
         self.startup_s = self.engine.start()
@@ -159,7 +159,6 @@ class RayEngine(Engine):
         """Environment for replica ``rank``: on CPU, its own slice of the cores when replicas share a machine."""
         if gpus > 0 or self.options.replica_engine != "vllm":
             return {}
-        from pipeline.engines.vllm_env import allowed_cores, cpu_ranges
 
         cores = cpu_bind(rank, int(max(1, self.options.num_cpus)), allowed_cores())
         return {"VLLM_CPU_OMP_THREADS_BIND": cpu_ranges(cores)}

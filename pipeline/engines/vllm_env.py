@@ -24,6 +24,8 @@ import os
 from collections.abc import Iterable, Iterator, MutableMapping
 from pathlib import Path
 
+from pipeline.errors import PassbandError
+
 DEFAULT_KV_CACHE_GIB = 2
 
 
@@ -167,8 +169,6 @@ def output_to(log_file: Path | None) -> Iterator[None]:
     try:  # O_NOFOLLOW: a link planted at the log's name is refused, never appended to
         fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as exc:
-        from pipeline.errors import PassbandError
-
         raise PassbandError(f"{log_file}: cannot open the engine log ({exc.strerror}); if it is a symbolic link, "
                             "remove it (what it points to is kept), then re-run") from None
     try:

@@ -31,6 +31,7 @@ from pipeline.errors import PassbandError
 from pipeline.ingest import paths
 from pipeline.ingest.presets import Preset, get_preset
 from pipeline.ingest.records import Limits, RawReject, RawRow
+from pipeline.ingest.synthetic import SyntheticOptions, generate
 
 Record = RawRow | RawReject
 SourceFn = Callable[..., Iterator[Record]]
@@ -412,8 +413,6 @@ def _hf_rows(cfg: SourceConfig, data: Any, m: Mapping) -> Iterator[Record]:
 @register("synthetic")
 def synthetic(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
     """Seeded arithmetic of graded difficulty (see :mod:`pipeline.ingest.synthetic`)."""
-    from pipeline.ingest.synthetic import SyntheticOptions, generate
-
     opts = parse_options(SyntheticOptions, cfg.options, where=f"source {cfg.name!r} options")
     for i, item in enumerate(generate(opts)):
         yield RawRow(

@@ -22,6 +22,7 @@ from pipeline.errors import PassbandError
 from pipeline.keys import canonical_json, digest
 from pipeline.probe.sae import SAEConfig
 from pipeline.schema import schema
+from pipeline.verify.core import source_digest
 
 # the modules whose code decides a feature: editing one is a new sae_id (as VERDICT_MODULES for verifier_id)
 PROBE_MODULES = ("pipeline.probe.activations", "pipeline.probe.sae", "pipeline.probe.core")
@@ -48,8 +49,6 @@ class ProbeConfig:
 
 
 def code_digest() -> str:
-    from pipeline.verify.core import source_digest
-
     return source_digest({m: Path(importlib.import_module(m).__file__).read_text() for m in PROBE_MODULES})
 
 

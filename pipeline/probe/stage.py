@@ -15,8 +15,11 @@ import numpy as np
 
 from pipeline.config import Params
 from pipeline.io import claim_table_dir, read_table, write_json, write_table
+from pipeline.probe import activations, sae
 from pipeline.probe.core import ProbeConfig, ProbeError, answer_span, feature_rows, rollouts_digest, sae_id, scale_factor
+from pipeline.rollout.policy import resolve_policy
 from pipeline.tablesets import features_dir, table_set
+from pipeline.verify.core import verifier_id
 
 
 @dataclass
@@ -65,9 +68,6 @@ def _prompt_text(prompt, tok) -> str:
 
 def inputs(params: Params, *, root: Path, policy: str | None, limit: int | None):
     """The policy, its rollouts' keys, completions and (prompt, completion, answer span) items."""
-    from pipeline.rollout.policy import resolve_policy
-    from pipeline.verify.core import verifier_id
-
     name = policy or params.rollout.policies[0]
     if name not in params.policies:
         raise ProbeError(f"unknown policy {name!r}; params.yaml names: {', '.join(params.policies)}")
@@ -131,8 +131,6 @@ def run(params: Params, *, root: Path = Path("."), policy: str | None = None, li
 def train_and_extract(model_dir: Path, keys, items, *, cfg: ProbeConfig, sae_id: str, work_dir: Path,
                       n_examples: int = 16) -> Trained:
     """Activations of ``items`` into ``work_dir``, both SAEs trained, the features table and top-activating spans."""
-    from pipeline.probe import activations, sae
-
     t0 = time.perf_counter()
     store = activations.collect(model_dir, items, layer=cfg.layer, out_dir=work_dir, batch_tokens=cfg.batch_tokens,
                                 max_completion_tokens=cfg.max_completion_tokens)

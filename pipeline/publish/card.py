@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.annotate.detectors import DETECTORS
+from pipeline.annotate.measured import measured as measured_flags
 from pipeline.bands import BANDS, COLOURS, LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED, describe_ranges
 from pipeline.publish.core import COLUMNS, DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
-from pipeline.annotate.detectors import DETECTORS
-from pipeline.annotate.measured import measured
 
 HISTOGRAM = "pass_rate_histogram.png"
 PLACEHOLDER_REPO = "ORG/NAME"
@@ -252,7 +252,7 @@ def _flags_section(dataset: Dataset) -> str:
         for entries in table.column("flag_rates").to_pylist():
             for e in entries:
                 rates.setdefault(e["flag"], []).append(e["rate"])
-    figures = measured()
+    figures = measured_flags()
 
     def fmt(x) -> str:
         return "—" if x is None else f"{x:.2f}"

@@ -34,6 +34,7 @@ from pipeline.publish.core import (
     Spec,
     build,
 )
+from pipeline.rollout.prompts import load_template, render
 from pipeline.tablesets import table_set
 
 __all__ = ["BANDS", "BUILD_FILE", "PublishError", "PublishResult", "build", "read_build_info", "run"]
@@ -189,8 +190,6 @@ def source_licenses(params: Params, *, root: Path) -> list[SourceLicense]:
 # --- the shell ---------------------------------------------------------------------------------
 
 def _renderer(name: str):
-    from pipeline.rollout.prompts import load_template, render
-
     template = load_template(name)
     if not template.chat:
         raise ConfigError(f"publish.prompt_template {name!r} is not a chat template (chat: false); the prompt column is messages")

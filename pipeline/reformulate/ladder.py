@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pipeline.bands import TOO_EASY
+from pipeline.bands import TOO_EASY, assign_band
 from pipeline.config import BandsConfig
 from pipeline.reformulate.registry import Child, Outcome, Skip
 
@@ -163,8 +163,6 @@ def summary(record: list[dict[str, Any]]) -> str:
 
 
 def band_of(n_correct: int, n: int, bands: BandsConfig) -> str:
-    from pipeline.bands import assign_band
-
     return assign_band(n_correct, n, bands)
 
 

@@ -22,11 +22,13 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.config import BandsConfig, VerifyConfig
+from pipeline.engines.registry import Request
 from pipeline.errors import PassbandError
 from pipeline.io import atomic_write_text
 from pipeline.keys import canonical_json, digest, sample_seed
 from pipeline.reformulate.ladder import Candidate, Measurement, band_of
 from pipeline.rollout.policy import Policy
+from pipeline.verify.core import verifier_id, verify
 
 
 class DamagedCache(PassbandError):
@@ -53,8 +55,6 @@ class EngineMeasure:
         return f"{self.policy.policy_id}/ladder"
 
     def key(self, c: Candidate) -> str:
-        from pipeline.verify.core import verifier_id
-
         parts: list[Any] = [c.problem_id, c.answer, self.policy.policy_id, verifier_id(self.verify_config), self.k]
         return digest(canonical_json([*parts, c.replica] if c.replica else parts))
 
@@ -89,9 +89,6 @@ class EngineMeasure:
             self.engine = None
 
     def __call__(self, candidates: list[Candidate]) -> list[Measurement]:
-        from pipeline.engines.registry import Request
-        from pipeline.verify.core import verify
-
         cache = self.cache()
         todo = {self.key(c): c for c in candidates if self.key(c) not in cache}
         if todo:

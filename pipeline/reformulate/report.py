@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.annotate.plots import save_png
 from pipeline.catalog import query
 from pipeline.config import Params
 from pipeline.io import write_metrics
@@ -66,8 +67,6 @@ def plot(params: Params, *, root: Path = Path(".")) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from pipeline.annotate.plots import save_png  # the project's one PNG writer (atomic)
 
     df = query(params, PAIRS, root=root)
     methods = sorted(set(df["method"].to_list())) or ["(no children measured)"]

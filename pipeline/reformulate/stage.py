@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import ConfigError, Params, SamplingConfig
+from pipeline.engines.registry import Prompt, Request, create_engine
 from pipeline.io import atomic_write_text, read_table, replace_dir, write_metrics
 from pipeline.keys import digest, sample_seed
 from pipeline.reformulate import fobar, hint_prefix, llm_backward  # noqa: F401  (each registers its method)
@@ -17,6 +18,7 @@ from pipeline.reformulate.core import STAGE_REASONS, ReformulateResult, reformul
 from pipeline.reformulate.ladder import band_of
 from pipeline.reformulate.measure import EngineMeasure
 from pipeline.reformulate.registry import METHODS, Reformulator, build
+from pipeline.rollout.policy import resolve_policy
 from pipeline.run_stats import RunStats
 from pipeline.tablesets import table_set
 
@@ -56,8 +58,6 @@ class CachedGenerator:
         return cache
 
     def __call__(self, prompts: list[str]) -> list[str]:
-        from pipeline.engines.registry import Prompt, Request
-
         cache = self._load()
         gen = digest(json.dumps(self.identity, sort_keys=True))
         keys = [digest(p) for p in prompts]
@@ -92,9 +92,6 @@ def _policy_names(params: Params) -> list[str]:
 
 def build_methods(params: Params, *, root: Path, engine_factory: Callable[..., Any] | None = None) -> list[Reformulator]:
     """The configured methods, options validated; ``llm_backward`` gets a cached generator on its policy's engine."""
-    from pipeline.engines.registry import create_engine
-    from pipeline.rollout.policy import resolve_policy
-
     cfg = params.reformulate
     if unknown := sorted(set(cfg.options) - set(cfg.methods)):
         raise ConfigError(f"reformulate.options has options for methods not in reformulate.methods: {unknown}")
@@ -130,9 +127,6 @@ def ladder_dir(params: Params, root: Path) -> Path:
 def run(params: Params, *, root: Path = Path("."), progress: bool = True,
         engine_factory: Callable[..., Any] | None = None) -> ReformulateResult:
     """The shell: main-set difficulty and problems in; the reformulated set's problems, rejects and metrics out."""
-    from pipeline.engines.registry import create_engine
-    from pipeline.rollout.policy import resolve_policy
-
     t0 = time.perf_counter()
     root = Path(root)
     cfg = params.reformulate

@@ -41,9 +41,15 @@ from typing import Any
 import yaml
 from pydantic import Field
 
+from pipeline import annotate, rollout, verify
 from pipeline.config import ConfigError, Model, Params, load_params, parse_options
-from pipeline.io import atomic_write_text
-from pipeline.train.grpo import GrpoConfig
+from pipeline.io import atomic_write_text, read_table
+from pipeline.ownership import remove_tree
+from pipeline.rollout.policy import resolve_policy
+from pipeline.train import band_value_report as rep
+from pipeline.train.grpo import GrpoConfig, newline_token_ids, train_arm, weights_digest
+from pipeline.train.recorder import RolloutRecorder
+from pipeline.train.sampler import LearnabilitySampler
 
 DEFAULT_CONFIG = "default"
 
@@ -196,11 +202,6 @@ def train(params: Params, cfg: ExperimentConfig, *, root: Path, arm: str, draw: 
     record its groups into the checkpoint's ``records/`` and count those with a reward signal."""
     from transformers import AutoTokenizer
 
-    from pipeline.ownership import remove_tree
-    from pipeline.train.grpo import newline_token_ids, train_arm
-    from pipeline.train.recorder import RolloutRecorder
-    from pipeline.train.sampler import LearnabilitySampler
-
     if arm not in cfg.arms:
         raise ConfigError(f"unknown arm {arm!r}; known: {', '.join(cfg.arms)}")
     if draw not in cfg.draws:
@@ -243,8 +244,6 @@ def train(params: Params, cfg: ExperimentConfig, *, root: Path, arm: str, draw: 
 
 
 def base_policy(params: Params, cfg: ExperimentConfig, *, root: Path):
-    from pipeline.rollout.policy import resolve_policy
-
     name = cfg.base_policy or params.rollout.policies[0]
     if name not in params.policies:
         raise ConfigError(f"base_policy {name!r} is not in params.yaml's policies")
@@ -255,8 +254,6 @@ def base_policy(params: Params, cfg: ExperimentConfig, *, root: Path):
 
 def measure_params(params: Params, cfg: ExperimentConfig, *, root: Path) -> dict[str, Any]:
     """The params that measure the base policy and every checkpoint on the held-out (and OOD) source, into measure/."""
-    from pipeline.train.grpo import weights_digest
-
     raw = params.model_dump(mode="json")
     base_name = cfg.base_policy or params.rollout.policies[0]
     base = raw["policies"][base_name]
@@ -275,8 +272,6 @@ def measure_params(params: Params, cfg: ExperimentConfig, *, root: Path) -> dict
 
 def measure(params: Params, cfg: ExperimentConfig, *, root: Path, progress: bool = False) -> Path:
     """Write measure/params.yaml and run passband's rollout, verify and annotate stages with it."""
-    from pipeline import annotate, rollout, verify
-
     path = root / cfg.measure_dir / "params.yaml"
     atomic_write_text(path, "# written by `passband band-value measure`: the held-out measurement's params\n"
                       + yaml.safe_dump(measure_params(params, cfg, root=root), sort_keys=False))
@@ -293,9 +288,6 @@ def measure(params: Params, cfg: ExperimentConfig, *, root: Path, progress: bool
 def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
     """report/band_value.{md,json,png} (and band_value_arms.md) from measure/'s tables and the checkpoints' training
     logs: one section per measured set (held-out, then OOD)."""
-    from pipeline.io import atomic_write_text, read_table
-    from pipeline.train import band_value_report as rep
-
     mp = load_params(root / cfg.measure_dir / "params.yaml")
     difficulty = read_table(root / mp.paths.difficulty, name="difficulty").to_pylist()
     policies = {r["name"]: r["policy_id"] for r in read_table(root / mp.paths.policies, name="policies").to_pylist()}

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.annotate import drift
+from pipeline.annotate.plots import save_png
 from pipeline.bands import BANDS
 from pipeline.schema import schema
 
@@ -292,8 +293,6 @@ def plot(rows: list[ArmRow], logs: dict[str, list[dict[str, Any]]], path: Path) 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from pipeline.annotate.plots import save_png
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(max(12.0, 6 + 0.22 * len(rows)), 4.5))  # 51 policies: 17 in
     arms = list(dict.fromkeys(r.arm for r in rows if r.arm is not None))

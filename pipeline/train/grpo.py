@@ -35,7 +35,9 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.config import Model
+from pipeline.engines.vllm_env import verbose
 from pipeline.ownership import check_target, checkpoint_proof, remove_tree
+from pipeline.rewards import trl_reward
 
 WEIGHTS = "model.safetensors"
 
@@ -121,13 +123,10 @@ def train_arm(rows: Sequence[dict[str, str]], *, model_dir: str | Path, out_dir:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pipeline.engines.vllm_env import verbose
-
     with warnings.catch_warnings():
         if not verbose():  # TRL names the vLLM versions it was tested with; training here does not use vLLM
             warnings.filterwarnings("ignore", message="TRL currently supports vLLM", category=UserWarning)
         from trl import GRPOConfig, GRPOTrainer
-    from pipeline.rewards import trl_reward
 
     if not rows:
         raise ValueError("train_arm needs at least one row")

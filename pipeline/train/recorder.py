@@ -44,7 +44,10 @@ import pyarrow as pa
 from pipeline import keys
 from pipeline.errors import PassbandError
 from pipeline.io import claim_table_dir, write_table
+from pipeline.rewards import SCORES
 from pipeline.schema import schema
+from pipeline.verify.core import gold_digest, verifier_id
+from pipeline.verify.judge import judge_config, judge_many
 
 __all__ = ["Observation", "RecorderError", "RolloutRecorder", "window_policy"]
 
@@ -124,9 +127,6 @@ class RolloutRecorder:
                  sampling: Mapping[str, Any] | None = None, eos_ids: Iterable[int] | None = None,
                  verify_options: Any = None, workers: int | None = 1,
                  listeners: Sequence[Callable[[list[Observation]], Any]] = ()) -> None:
-        from pipeline.verify.core import verifier_id
-        from pipeline.verify.judge import judge_config
-
         if not _RUN.match(run):
             raise RecorderError(f"run name {run!r} must be letters, digits, '.', '_' or '-' (it names shards and "
                                 "policies); pick another")
@@ -157,10 +157,6 @@ class RolloutRecorder:
     def record(self, *, step: int, problem_ids: Sequence[str], golds: Sequence[str], completions: Sequence[Any],
                completion_ids: Sequence[Sequence[int]] | None = None) -> list[float]:
         """Grade ``completions`` (one verifier call), keep them as step ``step``'s samples, return the rewards."""
-        from pipeline.rewards import SCORES
-        from pipeline.verify.core import gold_digest
-        from pipeline.verify.judge import judge_many
-
         n = len(completions)
         if not (len(problem_ids) == len(golds) == n) or (completion_ids is not None and len(completion_ids) != n):
             raise RecorderError(f"{n} completions but {len(problem_ids)} problem_ids, {len(golds)} golds"

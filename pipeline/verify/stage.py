@@ -19,6 +19,7 @@ from pipeline.tablesets import table_set
 from pipeline.thinking import thinking_of
 from pipeline.verify.core import VerifyError, VerifyResult, gold_digest, verifier_id, verify
 from pipeline.verify.judge import Judgement, judge, judge_many
+from pipeline.verify.on_ray import verify_on_ray
 
 __all__ = ["Judgement", "VerifyError", "VerifyResult", "gold_digest", "judge", "judge_many", "run", "verifier_id",
            "verify"]
@@ -133,8 +134,6 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     with tqdm(total=todo.num_rows, desc=f"verify[{set_name}]", unit=" rollouts", disable=not progress,
               mininterval=1.0) as bar:
         if cfg.executor == "ray":
-            from pipeline.verify.on_ray import verify_on_ray
-
             result = verify_on_ray(todo, problems, config=cfg, chunk_rows=cfg.ray_chunk_rows, address=cfg.ray_address,
                                    on_done=bar.update, modes=modes)
         else:
