@@ -40,6 +40,7 @@ import pyarrow as pa
 from pipeline.config import Params
 from pipeline.errors import PassbandError
 from pipeline.io import REPAIR_HINT, read_shard, shard_paths, temp_paths
+from pipeline.locks import hold_all
 from pipeline.options import with_params
 from pipeline.schema import schema
 from pipeline.tablesets import SET_TABLES, SETS, table_set
@@ -246,8 +247,6 @@ def doctor(*, params, root, repair: bool, verbose: bool) -> None:
     passband doctor            # report; exit 1 if something needs repair
     passband doctor --repair   # move what is damaged aside, then run `dvc repro`
     """
-    from pipeline.locks import hold_all
-
     with hold_all(root) if repair else contextlib.nullcontext():
         report = check(params, root=root)
         if verbose:

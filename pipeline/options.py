@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from pipeline.locks import WRITERS, hold, lock_name
 from pipeline.params import load_params
 
 
@@ -24,8 +25,6 @@ def with_params(fn):
     )
     @functools.wraps(fn)
     def wrapper(*args, params_path: Path, **kwargs):
-        from pipeline.locks import WRITERS, hold, lock_name
-
         params = load_params(params_path)
         root = params_path.resolve().parent
         command = click.get_current_context().info_name

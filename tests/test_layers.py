@@ -7,6 +7,7 @@ at the top of a file or inside a function, so a lazy import cannot hide a circle
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -86,6 +87,19 @@ def test_no_import_circle():
     graph = grimp.build_graph("pipeline", cache_dir=None)
     circles = [sorted(c) for c in strongly_connected(graph) if len(c) > 1]
     assert not circles, f"import circles (imports inside functions count): {circles}"
+
+
+LAZY = re.compile(r"^[ \t]+(from pipeline[. ]|import pipeline)")
+
+
+def test_an_import_inside_a_function_says_why():
+    """No import of pipeline inside a function to dodge a circle: each one left says why it is lazy (start-up time,
+    an optional heavy package, a lean worker) in a ``# lazy:`` comment on its line."""
+    silent = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+              for path in sorted((REPO / "pipeline").rglob("*.py"))
+              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+              if LAZY.match(line) and "# lazy:" not in line]
+    assert not silent, "imports inside functions without a '# lazy: <why>' comment:\n" + "\n".join(silent)
 
 
 def test_the_circle_finder_finds_a_circle():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from pipeline.annotate import run
 from pipeline.options import progress_option, with_params
 from pipeline.tablesets import SETS
 
@@ -20,8 +21,6 @@ def command(*, params, root, set_name: str, plots: bool, progress: bool) -> None
     Uses the verdicts of the current verifier_id (from the verify section of params.yaml).
     Bands come from annotate.bands; flag detectors from annotate.flags (all when unset).
     """
-    from pipeline.annotate import run
-
     r = run(params, root=root, set_name=set_name, progress=progress, plots=plots)
     click.echo(f"annotate[{set_name}]: {r.groups} problem x policy groups from {r.samples} rollouts, "
                f"{r.flags} flags ({r.verifier_id}); mean pass rate "

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pyarrow.compute as pc
 
+from pipeline.annotate.drift import drift, matrix_png, render_matrix, summary
 from pipeline.config import ConfigError, Params
 from pipeline.io import atomic_write_bytes, read_table, write_metrics
 from pipeline.options import with_params
@@ -36,8 +37,6 @@ def policy_ids(params: Params, root: Path, set_name: str, ref: str) -> str:
 
 
 def run(params: Params, *, root: Path, set_name: str = "main", pairs: list[tuple[str, str]] | None = None) -> dict:
-    from pipeline.annotate.drift import drift, matrix_png, render_matrix, summary
-
     ts = table_set(params, set_name)
     pairs = pairs if pairs is not None else [tuple(p) for p in params.drift.pairs]
     difficulty = read_table(ts.dir("difficulty", root), name="difficulty")

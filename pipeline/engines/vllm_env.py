@@ -132,7 +132,7 @@ def configure_logging(log_file: Path, *, to_terminal: bool | None = None,
     import logging.config
     import sys
 
-    from pipeline.io import atomic_write_text
+    from pipeline.io import atomic_write_text  # lazy: keeps this module stdlib-only (io brings pyarrow)
 
     env = os.environ if environ is None else environ
     to_terminal = verbose() if to_terminal is None else to_terminal

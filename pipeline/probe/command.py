@@ -7,8 +7,12 @@ from pathlib import Path
 
 import click
 
-from pipeline.config import load_params
 from pipeline.options import with_params
+from pipeline.params import load_params
+from pipeline.probe import run as run_probe
+from pipeline.probe.core import ProbeConfig
+from pipeline.probe.report import run as run_report
+from pipeline.probe.sae import SAEConfig
 
 _PARAMS = click.option("--params", "params_path", default="params.yaml", show_default=True,
                        type=click.Path(dir_okay=False, path_type=Path),
@@ -39,12 +43,8 @@ def command(ctx, *, params_path, policy, limit, layer, latents, steps, top_k, th
         return
     params = load_params(params_path)
     root = params_path.resolve().parent
-    from pipeline.probe import run
-    from pipeline.probe.core import ProbeConfig
-    from pipeline.probe.sae import SAEConfig
-
     cfg = ProbeConfig(layer=layer, top_k=top_k, sae=dataclasses.replace(SAEConfig(), n_latents=latents, steps=steps))
-    r = run(params, root=root, policy=policy, limit=limit, config=cfg, threads=threads)
+    r = run_probe(params, root=root, policy=policy, limit=limit, config=cfg, threads=threads)
     if r.skipped:
         click.echo(f"probe: {r.sae_id} already trained for these {r.rollouts} rollouts; nothing to do ({r.out_dir})")
         return
@@ -89,12 +89,8 @@ def report(*, params, root, policy, limit, checkpoint, problems, drift_limit, la
     labelled set's human labels); writes data/probe/reports/<report_id>/report.json and report.md.
     Activations are cached under data/probe/acts/.
     """
-    from pipeline.probe.core import ProbeConfig
-    from pipeline.probe.report import run
-    from pipeline.probe.sae import SAEConfig
-
     cfg = ProbeConfig(layer=layer, sae=dataclasses.replace(SAEConfig(), n_latents=latents, steps=steps))
-    r = run(params, root=root, policy=policy, limit=limit, config=cfg, checkpoint=checkpoint, problems=problems,
+    r = run_report(params, root=root, policy=policy, limit=limit, config=cfg, checkpoint=checkpoint, problems=problems,
             drift_limit=drift_limit, folds=folds, use_labelled=labelled, out=out, cache=cache, threads=threads)
     sizes = ", ".join(f"{k} {v['rollouts']}" for k, v in r["sizes"].items())
     click.echo(f"probe report {r['report_id']}: {sizes} rollouts; SAE {r['sae_id']}; {r['seconds']['total']} s; "

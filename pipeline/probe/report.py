@@ -28,6 +28,7 @@ from pipeline.config import AnnotateConfig, Params
 from pipeline.io import atomic_write_text, read_table, write_json
 from pipeline.keys import canonical_json, digest
 from pipeline.probe import activations, sae
+from pipeline.probe.activations import ActivationStore
 from pipeline.probe.core import ProbeConfig, ProbeError, answer_span, rollouts_digest, sae_id, scale_factor
 from pipeline.probe.reports import cross_validate, enrichment, feature_drift, fit_logistic, rollout_vectors
 from pipeline.probe.stage import _prompt_text, inputs, probe_dir
@@ -89,8 +90,6 @@ def cached_activations(model_dir: Path, items, *, cfg: ProbeConfig, cache: Path,
 
 def _concat(stores):
     """One in-memory store of several stores' rollouts, in order."""
-    from pipeline.probe.activations import ActivationStore
-
     lengths = np.concatenate([s.lengths for s in stores])
     return ActivationStore(acts=np.concatenate([np.asarray(s.acts, dtype=np.float32) for s in stores]),
                            starts=np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64), lengths=lengths,

@@ -9,7 +9,7 @@ import click
 
 from pipeline.bands import LEARNABLE
 from pipeline.options import with_params
-from pipeline.publish import read_build_info, run
+from pipeline.publish import hub, read_build_info, run
 
 
 def _shown(path: Path) -> str:
@@ -58,8 +58,6 @@ def push(*, repo_id: str, dry_run: bool, public: bool, allow_visibility_mismatch
     A new repo is created with the visibility asked for; an existing repo's real visibility is
     checked first, and a mismatch is refused unless --allow-visibility-mismatch or --set-visibility.
     """
-    from pipeline.publish import hub
-
     folder = Path(root) / params.paths.published
     private = params.publish.private and not public
     the_plan = hub.plan(folder, repo_id=repo_id, private=private, card_repo_id=params.publish.repo_id)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from pipeline.options import progress_option, with_params
+from pipeline.reformulate import run
+from pipeline.reformulate.report import write_report
 
 
 @click.command()
@@ -22,8 +24,6 @@ def command(*, params, root, progress: bool) -> None:
     reject with its reason. Then: `passband rollout --set reformulated`, verify, annotate, and
     `passband reformulate-report`.
     """
-    from pipeline.reformulate import run
-
     result = run(params, root=root, progress=progress)
     click.echo(f"reformulate: {result.parents} hard parents -> {result.problems.num_rows} reformulations, "
                f"{result.rejects.num_rows} rejects")
@@ -42,8 +42,6 @@ def report(*, params, root) -> None:
     of groups with a success and a failure) before and after; '(any)' counts a parent when some
     method's child is learnable. The reformulation_report view, written as DVC metrics to
     paths.metrics/reformulation_report.json, and paths.plots/reformulation_shift.png."""
-    from pipeline.reformulate.report import write_report
-
     path, data = write_report(params, root=root)
     for method, m in data.items():
         click.echo(f"{method}: {m['parents_tried']} parents tried, {m['children_kept']} children kept, "

@@ -6,7 +6,10 @@ import time
 
 import click
 
+from pipeline.model import EmbeddedModelError, convert_gguf, find_embedded_gguf
 from pipeline.options import progress_option, with_params
+from pipeline.rollout import run
+from pipeline.rollout.policy import embedded_model_dir
 from pipeline.tablesets import SETS
 
 
@@ -23,8 +26,6 @@ def command(*, params, root, progress: bool, set_name: str) -> None:
     run resumes at the first unwritten shard. policy_id hashes model + revision, engine, dtype,
     sampling and the prompt template (name, version, digest) with its system prompt.
     """
-    from pipeline.rollout import run
-
     result = run(params, root=root, set_name=set_name, progress=progress)
     click.echo(
         f"rollout[{set_name}]: {result.samples} samples generated ({result.samples_existing} already there) "
@@ -52,9 +53,6 @@ def prepare_model(*, params, root) -> None:
     dequantised once into an fp32 Hugging Face checkpoint whose revision is the sha256 of
     the GGUF file. Nothing is done when the checkpoint for that digest is already there.
     """
-    from pipeline.model import EmbeddedModelError, convert_gguf, find_embedded_gguf
-    from pipeline.rollout.policy import embedded_model_dir
-
     out = embedded_model_dir(root / params.paths.models)
     t0 = time.perf_counter()
     try:

@@ -9,6 +9,10 @@ from pathlib import Path
 import click
 
 from pipeline.options import progress_option, with_params
+from pipeline.train.band_value import load_config, write_arms
+from pipeline.train.band_value import measure as measure_policies
+from pipeline.train.band_value import report as write_report
+from pipeline.train.band_value import train as train_arm
 
 
 def with_config(fn):
@@ -18,8 +22,6 @@ def with_config(fn):
                   help="Experiment config [default: band_value.yaml beside --params].")
     @functools.wraps(fn)
     def wrapper(*args, config_path: Path | None, root: Path, **kwargs):
-        from pipeline.train.band_value import load_config
-
         cfg = load_config(config_path or root / "band_value.yaml")
         return fn(*args, cfg=cfg, root=root, **kwargs)
 
@@ -36,8 +38,6 @@ def band_value() -> None:
 @with_config
 def arms(*, params, cfg, root) -> None:
     """Draw the arms once per draw from the published folder, loaded with datasets.load_dataset."""
-    from pipeline.train.band_value import write_arms
-
     for draw, sizes in write_arms(params, cfg, root=root).items():
         click.echo(f"arms, draw {draw}: " + ", ".join(f"{a} {n}" for a, n in sizes.items())
                    + f" items -> {cfg.arms_dir}/d{draw}/")
@@ -51,9 +51,7 @@ def arms(*, params, cfg, root) -> None:
 @click.option("--seed", type=int, required=True, help="GRPO seed.")
 def train(*, params, cfg, root, arm: str, draw: int, seed: int) -> None:
     """Train the base policy on one arm's draw with TRL's GRPOTrainer; write its checkpoint and recorded groups."""
-    from pipeline.train.band_value import train as run
-
-    res, (groups, signal) = run(params, cfg, root=root, arm=arm, draw=draw, seed=seed)
+    res, (groups, signal) = train_arm(params, cfg, root=root, arm=arm, draw=draw, seed=seed)
     rewards = [r["reward"] for r in res.log]
     click.echo(f"train[{arm}, draw {draw}, seed {seed}]: {len(res.log)} steps in {res.seconds:.0f}s, reward first "
                f"{rewards[0]:.3f} last {rewards[-1]:.3f} mean {sum(rewards) / len(rewards):.3f}; groups with a signal "
@@ -66,10 +64,8 @@ def train(*, params, cfg, root, arm: str, draw: int, seed: int) -> None:
 @progress_option
 def measure(*, params, cfg, root, progress: bool) -> None:
     """Measure the base policy and every checkpoint on the held-out source with passband's own stages."""
-    from pipeline.train.band_value import measure as run
-
     t0 = time.perf_counter()
-    path = run(params, cfg, root=root, progress=progress)
+    path = measure_policies(params, cfg, root=root, progress=progress)
     click.echo(f"measure: {path} ({time.perf_counter() - t0:.0f}s)")
 
 
@@ -78,9 +74,7 @@ def measure(*, params, cfg, root, progress: bool) -> None:
 @with_config
 def report(*, params, cfg, root) -> None:
     """The arms' table (markdown, JSON) and PNG from the measurement and the training logs."""
-    from pipeline.train.band_value import report as run
-
-    out = run(params, cfg, root=root)
+    out = write_report(params, cfg, root=root)
     click.echo((out / "band_value.md").read_text(), nl=False)
     click.echo()
     click.echo((out / "band_value_arms.md").read_text(), nl=False)

@@ -158,7 +158,7 @@ def train_arm(rows: Sequence[dict[str, str]], *, model_dir: str | Path, out_dir:
         reward = stop_reward(reward, stop)
     trainer_class, extra = GRPOTrainer, {}
     if sampler is not None:
-        from pipeline.train.trl_sampler import learnability_grpo_trainer
+        from pipeline.train.trl_sampler import learnability_grpo_trainer  # lazy: it imports torch
 
         trainer_class, extra = learnability_grpo_trainer(), {"learnability_sampler": sampler}
     trainer = trainer_class(model=model, processing_class=tokenizer, reward_funcs=reward, args=args, train_dataset=data,

@@ -6,6 +6,7 @@ import click
 
 from pipeline.options import progress_option, with_params
 from pipeline.tablesets import SETS
+from pipeline.verify import run
 
 
 @click.command()
@@ -24,8 +25,6 @@ def command(*, params, root, set_name: str, progress: bool, retry_failed: bool) 
     Rollouts that already have a verdict from the same verifier_id are skipped; with
     --retry-failed, those whose verdict is `timeout` or `error` are verified again.
     """
-    from pipeline.verify import run
-
     result = run(params, root=root, set_name=set_name, progress=progress, retry_failed=retry_failed)
     m = result.metrics()
     statuses = ", ".join(f"{status} {n}" for status, n in m["status"].items() if n)
