@@ -408,6 +408,11 @@ def _f(x, nd=3) -> str:
     return "–" if x is None else f"{x:.{nd}f}"
 
 
+def _cells(spans) -> str:
+    """Token spans as code in one table cell: a newline shown as ⏎, a pipe as /."""
+    return " · ".join("`" + s.replace("|", "/").replace("\n", "⏎") + "`" for s in spans)
+
+
 def markdown(r: dict) -> str:
     """The report as a markdown section (tables of the probe, drift, enrichment and hard items)."""
     q = r["sae_quality"]
@@ -445,7 +450,7 @@ def markdown(r: dict) -> str:
                   "|---|---|---|---|---|---|"]
         for f in d["top"]:
             lines.append(f"| {f['feature']} | {f['mean_base']:.3f} | {f['mean_trained']:.3f} | {f['rate_base']:.3f} | "
-                         f"{f['rate_trained']:.3f} | {' · '.join('`' + s.replace('|', '/') + '`' for s in f['spans_trained'])} |")
+                         f"{f['rate_trained']:.3f} | {_cells(f['spans_trained'])} |")
     lines += ["", "**Enriched per band** (log odds of being in a rollout's top features, 95 % interval)", "",
               "| band | rollouts | feature | share | share elsewhere | log odds [CI] | fires hardest |",
               "|---|---|---|---|---|---|---|"]
@@ -453,7 +458,7 @@ def markdown(r: dict) -> str:
         for x in g["features"][:3]:
             lines.append(f"| {b} | {g['rollouts']} | {x['feature']} | {x['share']:.2f} | {_f(x['share_rest'], 2)} | "
                          f"{x['log_odds']:.2f} [{x['ci'][0]:.2f}, {x['ci'][1]:.2f}] | "
-                         f"{' · '.join('`' + s.replace('|', '/') + '`' for s in x['spans'])} |")
+                         f"{_cells(x['spans'])} |")
     lines += ["", "**Hard items: successes vs failures**", ""]
     for name, e in r["hard_items"].items():
         lines.append(f"- {name}: {e['problems']} problems, {e['rollouts']} rollouts, {e['successes']} successes")
