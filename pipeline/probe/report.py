@@ -432,7 +432,8 @@ def markdown(r: dict) -> str:
         else:
             lines.append(f"| {x['rollouts']} | {x['label_kind']} | {x['label']} | {x['rows']} | {x['positives']} | "
                          f"{_f(x['precision'])} | {_f(x['recall'])} | {_f(x['f1'])} |")
-    lines += ["", "Text flags against the human label on the labelled set:", ""]
+    if r["shortcut_probe"]["text_flags_vs_human"]:
+        lines += ["", "Text flags against the human label on the labelled set:", ""]
     for f, q in r["shortcut_probe"]["text_flags_vs_human"].items():
         lines.append(f"- `{f}` vs `{q['label']}`: flagged {q['flagged']}, labelled {q['labelled']}, both {q['both']}: "
                      f"precision {_f(q['precision'])}, recall {_f(q['recall'])}")
