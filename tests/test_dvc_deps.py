@@ -83,6 +83,8 @@ def covered(file: str, deps: Iterable[str]) -> bool:
 # ``PYTHONPATH=$PWD/<copy> passband ...``. The copy holds every module of a commit, so a dep on it covers them.
 PINNED = re.compile(r"PYTHONPATH=\$PWD/(\S+)\s+(.*)")
 PIN_COMMAND = "python pin.py"  # the stage that writes the copy
+# An experiment's own script (pin.py, drift_table.py): it must depend on itself and import nothing of pipeline/.
+SCRIPT = re.compile(r"python (\S+\.py)$")
 
 
 def _repo_path(path: str) -> str:
@@ -119,7 +121,7 @@ def stages() -> dict[str, tuple[str, tuple[str, ...]]]:
     out = {}
     with Repo(str(REPO)) as repo:
         for stage in repo.index.stages:
-            if stage.path_in_repo not in DVC_FILES or stage.cmd.strip() == PIN_COMMAND or PINNED.match(stage.cmd):
+            if stage.path_in_repo not in DVC_FILES or SCRIPT.match(stage.cmd.strip()) or PINNED.match(stage.cmd):
                 continue
             words = stage.cmd.split()
             assert words[0] == "passband", f"{stage.addressing}: runs {stage.cmd!r}, not a passband subcommand"
@@ -153,6 +155,28 @@ def test_a_pinned_stage_depends_on_the_pinned_copy_and_nothing_of_the_working_tr
     assert copy in deps, f"{stage} runs on {copy} but does not depend on it"
     live = [d for d in deps if d.startswith(("pipeline", "schemas"))]
     assert not live, f"{stage} runs on the pinned copy but depends on the working tree's {live}"
+
+
+@cache
+def scripts() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """``{stage address: (its script, deps)}`` for the stages that run an experiment's own Python script."""
+    from dvc.repo import Repo
+
+    out = {}
+    with Repo(str(REPO)) as repo:
+        for stage in repo.index.stages:
+            if stage.path_in_repo in DVC_FILES and (m := SCRIPT.match(stage.cmd.strip())):
+                out[stage.addressing] = (_repo_path(str(Path(stage.wdir) / m.group(1))),
+                                         tuple(_repo_path(d.fs_path) for d in stage.deps))
+    return out
+
+
+@pytest.mark.parametrize("stage", list(scripts()))
+def test_a_script_stage_depends_on_its_script_which_loads_no_pipeline_code(stage):
+    script, deps = scripts()[stage]
+    assert script in deps, f"{stage} runs {script} but does not depend on it"
+    imports = re.findall(r"^\s*(?:from|import) (pipeline\S*)", (REPO / script).read_text(encoding="utf-8"), re.M)
+    assert not imports, f"{stage}: {script} imports {imports}: run it as a passband subcommand or list its code deps"
 
 
 def test_the_experiment_pins_its_stages():
@@ -348,7 +372,7 @@ def rewrite(dvc_file: Path) -> str:
                 i += 1
         deps = yaml.safe_load("\n".join(r[4:] for r in region))["deps"]
         body = declared[stage].get("do", declared[stage])
-        if body["cmd"].strip() == PIN_COMMAND or PINNED.match(body["cmd"].strip()):  # the pinned copy's deps stay
+        if SCRIPT.match(body["cmd"].strip()) or PINNED.match(body["cmd"].strip()):  # their deps stay as written
             out += region
             continue
         code = [prefix + f for f in code_deps(COMMANDS[body["cmd"].split()[1]].split(":")[0])]
