@@ -176,7 +176,7 @@ def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded
     lab = tmp_path / "labels.jsonl"
     lab.write_text("\n".join((data / "flag_labels.jsonl").read_text().splitlines()[:40]) + "\n")
     cfg = ProbeConfig(layer=9, sae=SAEConfig(n_latents=64, steps=30))
-    r = run(p, root=tmp_path, config=cfg, checkpoint=ck, problems=tmp_path / "data/problems", labelled=lab,
+    r = run(p, root=tmp_path, config=cfg, checkpoint=ck, problems=[tmp_path / "data/problems"], labelled=lab,
             threads=1)
     assert r["sizes"]["main"]["rollouts"] == 16 and r["sizes"]["labelled"]["rollouts"] == 40
     assert r["sizes"]["checkpoint"]["rollouts"] == 6 and not r["sae_loaded"]
@@ -191,12 +191,38 @@ def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded
     out = Path(r["out"])
     assert json.loads((out / "report.json").read_text())["report_id"] == r["report_id"]
     assert "Feature drift" in (out / "report.md").read_text()
-    again = run(p, root=tmp_path, config=cfg, checkpoint=ck, problems=tmp_path / "data/problems", labelled=lab,
+    again = run(p, root=tmp_path, config=cfg, checkpoint=ck, problems=[tmp_path / "data/problems"], labelled=lab,
                 threads=1)
     assert again["sae_loaded"] and again["activations_cached"] == {
         "base": {"main": True, "labelled": True, "checkpoint": True}, "checkpoint": {"main": True, "checkpoint": True}}
     assert again["report_id"] == r["report_id"]
-    alone = run(p, root=tmp_path, config=cfg, checkpoint=ck, problems=tmp_path / "data/problems", use_labelled=False,
+    alone = run(p, root=tmp_path, config=cfg, checkpoint=ck, problems=[tmp_path / "data/problems"], use_labelled=False,
                 out=tmp_path / "drift", threads=1)
     assert set(alone["sizes"]) == {"main", "checkpoint"} and (tmp_path / "drift" / "report.md").is_file()
     assert not any(x["rollouts"].startswith(("labelled", "main+")) for x in alone["shortcut_probe"]["runs"])
+
+
+def test_checkpoint_records_find_their_problems_in_several_tables_or_name_the_missing_one(tmp_path):
+    """An arm of reformulated children records problems that live in the reformulated table, not the pool's:
+    --problems takes both; a recorded problem in neither is a ProbeError naming the tables, not a KeyError."""
+    from pipeline.io import write_table
+    from pipeline.probe.core import ProbeError
+    from pipeline.probe.report import checkpoint_part
+    from pipeline.schema import schema
+
+    def problem(pid):
+        return {"problem_id": pid, "source": "synthetic", "source_id": pid, "question": f"What is {pid}?",
+                "answer": "1", "n_duplicates": 0}
+
+    write_table(schema("problems").from_rows([problem("p_pool")]), tmp_path / "pool/part-0.parquet", name="problems")
+    write_table(schema("problems").from_rows([problem("p_child")]), tmp_path / "children/part-0.parquet",
+                name="problems")
+    ck = tmp_path / "ckpt"
+    rolls = [{"problem_id": pid, "policy_id": "pol_t", "sample_idx": 0, "seed": 0, "completion": "1",
+              "n_tokens": 1, "finish_reason": "stop"} for pid in ("p_pool", "p_child")]
+    write_table(schema("rollouts").from_rows(rolls), ck / "records/rollouts/part-0.parquet", name="rollouts")
+    write_table(schema("verdicts").from_rows([{"problem_id": r["problem_id"], "policy_id": "pol_t", "sample_idx": 0,
+                                               "verifier_id": "v", "status": "correct"} for r in rolls]),
+                ck / "records/verdicts/part-0.parquet", name="verdicts")
+    with pytest.raises(ProbeError, match=r"1 problems of .* are in none of the problems tables .*p_child"):
+        checkpoint_part(None, None, ck, [tmp_path / "pool"])

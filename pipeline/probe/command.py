@@ -63,8 +63,9 @@ def command(ctx, *, params_path, policy, limit, layer, latents, steps, top_k, th
 @click.option("--checkpoint", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="A GRPO checkpoint with records/ (passband band-value train): drift to it, and the probe on its "
                    "recorded rollouts.")
-@click.option("--problems", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
-              help="The problems table of the checkpoint's records (default: <checkpoint>/../../problems).")
+@click.option("--problems", type=click.Path(file_okay=False, exists=True, path_type=Path), multiple=True,
+              help="A problems table the checkpoint's records draw from; repeat it for several (an arm of "
+                   "reformulated children: the pool's and the reformulated one). Default: <checkpoint>/../../problems.")
 @click.option("--drift-limit", type=click.IntRange(min=0), default=None,
               help="Drift over the first N of the policy's rollouts (and the checkpoint's records); default: all.")
 @click.option("--layer", type=click.IntRange(min=0), default=15, show_default=True,

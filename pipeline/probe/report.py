@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from pipeline.annotate.core import annotate_tables
 from pipeline.annotate.quality import LABELLED_SET, load_labels, measure
@@ -137,16 +138,23 @@ def labelled_part(pol, tok, path: Path | None):
     return part, own
 
 
-def checkpoint_part(pol, tok, checkpoint: Path, problems_dir: Path):
-    """The checkpoint's recorded GRPO rollouts, their verdicts, and the text flags the annotate core gives them."""
+def checkpoint_part(pol, tok, checkpoint: Path, problems_dirs: list[Path]):
+    """The checkpoint's recorded GRPO rollouts, their verdicts, and the text flags the annotate core gives them.
+    Their problems are looked up in ``problems_dirs`` (the pool's table, and the reformulated one for an arm of
+    children); a recorded problem found in none is an error naming it."""
     rec = checkpoint / "records"
     rolls = read_table(rec / "rollouts", name="rollouts")
     verdicts = read_table(rec / "verdicts", name="verdicts")
     if rolls.num_rows == 0:
         raise ProbeError(f"{rec / 'rollouts'} holds no rollouts: not a checkpoint written by `passband band-value train`")
-    problems = read_table(problems_dir, name="problems")
     ids = set(rolls.column("problem_id").to_pylist())
-    problems = problems.filter(np.isin(problems.column("problem_id").to_numpy(zero_copy_only=False), list(ids)))
+    tables = [read_table(d, name="problems") for d in problems_dirs]
+    tables = [t.filter(np.isin(t.column("problem_id").to_numpy(zero_copy_only=False), list(ids))) for t in tables]
+    problems = pa.concat_tables(tables)
+    missing = ids - set(problems.column("problem_id").to_pylist())
+    if missing:
+        raise ProbeError(f"{len(missing)} problems of {rec / 'rollouts'} are in none of the problems tables "
+                         f"{', '.join(map(str, problems_dirs))} (e.g. {sorted(missing)[0]}): pass each with --problems")
     vid = verdicts.column("verifier_id")[0].as_py()
     _, flagt = annotate_tables(verdicts, rolls, problems, config=AnnotateConfig(), verifier_id=vid)
     q = {p["problem_id"]: p["question"] for p in problems.to_pylist()}
@@ -205,7 +213,7 @@ def _spans_for(tok, codes, store, feature: int, n: int = 3) -> list[str]:
 
 
 def run(params: Params, *, root: Path = Path("."), policy: str | None = None, limit: int | None = None,
-        config: ProbeConfig | None = None, checkpoint: Path | None = None, problems: Path | None = None,
+        config: ProbeConfig | None = None, checkpoint: Path | None = None, problems: list[Path] | None = None,
         labelled: Path | None = None, use_labelled: bool = True, drift_limit: int | None = None, folds: int = 5,
         seed: int = 0, threads: int | None = None, out: Path | None = None, cache: Path | None = None) -> dict:
     """The reports for one policy (and a checkpoint): ``report.json`` and ``report.md`` in ``out`` (default
@@ -227,7 +235,8 @@ def run(params: Params, *, root: Path = Path("."), policy: str | None = None, li
     ck = None
     if checkpoint is not None:
         checkpoint = Path(checkpoint)
-        ck = checkpoint_part(pol, tok, checkpoint, Path(problems) if problems else checkpoint.parents[1] / "problems")
+        dirs = [Path(p) for p in problems] if problems else [checkpoint.parents[1] / "problems"]
+        ck = checkpoint_part(pol, tok, checkpoint, dirs)
     secs["inputs"] = round(time.perf_counter() - t0, 1)
     cache = Path(cache) if cache is not None else root / probe_dir(params) / "acts"
     # base model: main + labelled (+ the checkpoint's records, for drift); the checkpoint: a drift subset + its records
