@@ -32,7 +32,7 @@ from pipeline.probe import activations, sae
 from pipeline.probe.activations import ActivationStore
 from pipeline.probe.core import ProbeConfig, ProbeError, answer_span, rollouts_digest, sae_id, scale_factor
 from pipeline.probe.reports import cross_validate, enrichment, feature_drift, fit_logistic, rollout_vectors
-from pipeline.probe.stage import _prompt_text, inputs, probe_dir
+from pipeline.probe.stage import inputs, probe_dir, prompt_text
 from pipeline.tablesets import table_set
 from pipeline.verify.core import source_digest
 
@@ -129,7 +129,7 @@ def labelled_part(pol, tok, path: Path | None):
     q = measure(rows)
     idx = {r["id"]: i for i, r in enumerate(rows)}
     flags = {f: {idx[i] for i in q.hits.get(f, ())} for f in SHORTCUT_FLAGS}
-    items = [(_prompt_text(pol.render(r["question"]), tok), r["completion"],
+    items = [(prompt_text(pol.render(r["question"]), tok), r["completion"],
               answer_span(r["completion"], r["final_answer"])) for r in rows]
     own = {f.flag: {"label": f.label, "flagged": f.flagged, "labelled": f.labelled, "both": f.both,
                     "precision": f.precision, "recall": f.recall} for f in q.flags if f.flag in SHORTCUT_FLAGS}
@@ -167,7 +167,7 @@ def checkpoint_part(pol, tok, checkpoint: Path, problems_dirs: list[Path]):
         k = (r["problem_id"], r["policy_id"], r["sample_idx"])
         if r["flag"] in flags and k in where:
             flags[r["flag"]].add(where[k])
-    items = [(_prompt_text(pol.render(q[r["problem_id"]]), tok), r["completion"],
+    items = [(prompt_text(pol.render(q[r["problem_id"]]), tok), r["completion"],
               answer_span(r["completion"], (v.get(k) or {}).get("extracted"))) for r, k in zip(rows, keys, strict=True)]
     return Part("checkpoint", keys, items, [(v.get(k) or {}).get("status") == "correct" for k in keys], flags)
 

@@ -56,7 +56,7 @@ def probe_dir(params: Params) -> str:
     return posixpath.join(posixpath.dirname(params.paths.difficulty.rstrip("/")) or ".", "probe")
 
 
-def _prompt_text(prompt, tok) -> str:
+def prompt_text(prompt, tok) -> str:
     if prompt.text is not None:
         return prompt.text
     text = tok.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
@@ -90,7 +90,7 @@ def inputs(params: Params, *, root: Path, policy: str | None, limit: int | None)
         k = (r["problem_id"], r["policy_id"], int(r["sample_idx"]))
         keys.append(k)
         completions.append(r["completion"])
-        prompt = _prompt_text(pol.render(questions[r["problem_id"]]), tok)
+        prompt = prompt_text(pol.render(questions[r["problem_id"]]), tok)
         items.append((prompt, r["completion"], answer_span(r["completion"], extracted.get(k))))
     return pol, keys, completions, items
 
