@@ -71,3 +71,44 @@ def shared_engine_factory(vllm_engine, embedded_model_dir):
             return getattr(vllm_engine, attr)
 
     return Shared()
+
+
+# --- probe: a project folder holding real completions of the embedded model ------------------------
+
+
+@pytest.fixture
+def probe_project(embedded_model_dir, tmp_path):
+    """``make(n)``: params.yaml in tmp_path with one policy ``p`` (the embedded model, few-shot prompt) and the first
+    ``n`` few-shot completions of tests/data/embedded_completions.jsonl written as its problems and rollouts tables.
+    Returns (params, policy, rollout rows)."""
+    import json
+
+    import yaml
+
+    from pipeline.config import load_params
+    from pipeline.io import write_table
+    from pipeline.keys import problem_id
+    from pipeline.rollout.policy import resolve_policy
+    from pipeline.schema import schema
+
+    def make(n: int):
+        params = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
+                  "policies": {"p": {"model": "embedded", "prompt": "fewshot_arith"}}, "rollout": {"policies": ["p"]},
+                  "paths": {"models": str(embedded_model_dir.parent), "allow_outside": ["models"]}}
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+        p = load_params(tmp_path / "params.yaml")
+        pol = resolve_policy("p", p.policies["p"], models_dir=embedded_model_dir.parent)
+        lines = (REPO / "tests/data/embedded_completions.jsonl").read_text().splitlines()
+        rows = [r for r in map(json.loads, lines) if r["style"] == "fewshot"][:n]
+        probs = {problem_id(r["question"]): {"problem_id": problem_id(r["question"]), "source": "synthetic",
+                                             "source_id": "s", "question": r["question"], "answer": r["gold"],
+                                             "n_duplicates": 0} for r in rows}
+        rolls = [{"problem_id": problem_id(r["question"]), "policy_id": pol.policy_id, "sample_idx": i, "seed": i,
+                  "completion": r["completion"], "n_tokens": r["n_tokens"], "finish_reason": r["finish_reason"]}
+                 for i, r in enumerate(rows)]
+        write_table(schema("problems").from_rows(list(probs.values())), tmp_path / "data/problems/part-0.parquet",
+                    name="problems")
+        write_table(schema("rollouts").from_rows(rolls), tmp_path / "data/rollouts/part-0.parquet", name="rollouts")
+        return p, pol, rolls
+
+    return make

@@ -129,40 +129,19 @@ def test_probe_report_command_has_help():
 
 
 @pytest.mark.slow
-def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded_model_dir, tmp_path):
+def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded_model_dir, probe_project, tmp_path):
     """The shell end to end on 16 real completions, 40 labelled rows and a "checkpoint" holding the base model's
     own weights: the report is written, and the drift is exactly zero."""
     import json
 
-    import yaml
-
-    from pipeline.config import load_params
     from pipeline.io import write_table
-    from pipeline.keys import problem_id
     from pipeline.probe.core import ProbeConfig
     from pipeline.probe.report import run
     from pipeline.probe.sae import SAEConfig
-    from pipeline.rollout.policy import resolve_policy
     from pipeline.schema import schema
 
-    params = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
-              "policies": {"p": {"model": "embedded", "prompt": "fewshot_arith"}}, "rollout": {"policies": ["p"]},
-              "paths": {"models": str(embedded_model_dir.parent), "allow_outside": ["models"]}}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    p = load_params(tmp_path / "params.yaml")
-    pol = resolve_policy("p", p.policies["p"], models_dir=embedded_model_dir.parent)
+    p, _, rolls = probe_project(16)
     data = Path(__file__).parent / "data"
-    rows = [json.loads(x) for x in (data / "embedded_completions.jsonl").read_text().splitlines()]
-    rows = [r for r in rows if r["style"] == "fewshot"][:16]
-    probs = {problem_id(r["question"]): {"problem_id": problem_id(r["question"]), "source": "synthetic",
-                                         "source_id": "s", "question": r["question"], "answer": r["gold"],
-                                         "n_duplicates": 0} for r in rows}
-    rolls = [{"problem_id": problem_id(r["question"]), "policy_id": pol.policy_id, "sample_idx": i, "seed": i,
-              "completion": r["completion"], "n_tokens": r["n_tokens"], "finish_reason": r["finish_reason"]}
-             for i, r in enumerate(rows)]
-    write_table(schema("problems").from_rows(list(probs.values())), tmp_path / "data/problems/part-0.parquet",
-                name="problems")
-    write_table(schema("rollouts").from_rows(rolls), tmp_path / "data/rollouts/part-0.parquet", name="rollouts")
     ck = tmp_path / "ckpt"
     ck.mkdir()
     for f in embedded_model_dir.iterdir():

@@ -178,34 +178,14 @@ def test_activations_match_a_plain_forward_pass(embedded_model_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_passband_probe_on_real_rollouts(embedded_model_dir, tmp_path):
+def test_passband_probe_on_real_rollouts(probe_project, tmp_path):
     """`passband probe` on 24 real completions of the embedded model: SAEs saved, features queryable, second run idle."""
-    import yaml
     from click.testing import CliRunner
 
     from pipeline.catalog import query
     from pipeline.cli import cli
-    from pipeline.config import load_params
-    from pipeline.io import write_table
-    from pipeline.keys import problem_id
-    from pipeline.rollout.policy import resolve_policy
-    from pipeline.schema import schema
 
-    params = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
-              "policies": {"p": {"model": "embedded", "prompt": "fewshot_arith"}}, "rollout": {"policies": ["p"]},
-              "paths": {"models": str(embedded_model_dir.parent), "allow_outside": ["models"]}}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    p = load_params(tmp_path / "params.yaml")
-    pol = resolve_policy("p", p.policies["p"], models_dir=embedded_model_dir.parent)
-    rows = _embedded_rows(24)
-    probs = {problem_id(r["question"]): {"problem_id": problem_id(r["question"]), "source": "synthetic",
-                                         "source_id": "s", "question": r["question"], "answer": r["gold"],
-                                         "n_duplicates": 0} for r in rows}
-    rolls = [{"problem_id": problem_id(r["question"]), "policy_id": pol.policy_id, "sample_idx": i, "seed": i,
-              "completion": r["completion"], "n_tokens": r["n_tokens"], "finish_reason": r["finish_reason"]}
-             for i, r in enumerate(rows)]
-    write_table(schema("problems").from_rows(list(probs.values())), tmp_path / "data/problems/part-0.parquet", name="problems")
-    write_table(schema("rollouts").from_rows(rolls), tmp_path / "data/rollouts/part-0.parquet", name="rollouts")
+    p, _, _ = probe_project(24)
     argv = ["probe", "--params", str(tmp_path / "params.yaml"), "--layer", "9", "--latents", "64", "--steps", "30",
             "--top-k", "3", "--threads", "1"]
     first = CliRunner().invoke(cli, argv)

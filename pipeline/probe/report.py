@@ -28,7 +28,7 @@ from pipeline.annotate.quality import LABELLED_SET, load_labels, measure
 from pipeline.config import AnnotateConfig, Params
 from pipeline.io import atomic_write_text, read_table, write_json
 from pipeline.keys import canonical_json, digest
-from pipeline.probe import activations, sae
+from pipeline.probe import activations, sae, spans
 from pipeline.probe.activations import ActivationStore
 from pipeline.probe.core import ProbeConfig, ProbeError, answer_span, rollouts_digest, sae_id, scale_factor
 from pipeline.probe.reports import cross_validate, enrichment, feature_drift, fit_logistic, rollout_vectors
@@ -191,24 +191,11 @@ def _load_or_train_sae(root: Path, params: Params, cfg: ProbeConfig, sid: str, x
     return model, str(p.relative_to(root)), False
 
 
-def _span(tok, token_ids, starts, lengths, row: int, window: int = 6) -> str:
-    seq = int(np.searchsorted(starts, row, side="right") - 1)
-    lo = max(int(starts[seq]), row - window)
-    hi = min(int(starts[seq] + lengths[seq]), row + 3)
-    return (f"{tok.decode(token_ids[lo:row].tolist())}[[{tok.decode([int(token_ids[row])])}]]"
-            f"{tok.decode(token_ids[row + 1:hi].tolist())}")
-
-
 def _spans_for(tok, codes, store, feature: int, n: int = 3) -> list[str]:
-    seq = np.repeat(np.arange(len(store.starts)), store.lengths)
-    out, seen = [], set()
-    for t in np.argsort(-codes[:, feature], kind="stable"):
-        if codes[t, feature] <= 0 or len(out) == n:
-            break
-        if seq[t] in seen:
-            continue
-        seen.add(seq[t])
-        out.append(_span(tok, store.token_ids, store.starts, store.lengths, int(t)))
+    out = []
+    for seq, row in spans.top_rows(codes[:, feature], store.lengths, n=n):
+        lo, hi = spans.window(store.starts, store.lengths, seq, row)
+        out.append(spans.text(tok, store.token_ids, lo, row, hi))
     return out
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from pipeline.config import Params
 from pipeline.io import claim_table_dir, read_table, write_json, write_table
-from pipeline.probe import activations, sae
+from pipeline.probe import activations, sae, spans
 from pipeline.probe.core import ProbeConfig, ProbeError, answer_span, feature_rows, rollouts_digest, sae_id, scale_factor
 from pipeline.rollout.policy import resolve_policy
 from pipeline.tablesets import features_dir, table_set
@@ -154,24 +154,17 @@ def train_and_extract(model_dir: Path, keys, items, *, cfg: ProbeConfig, sae_id:
                    seconds={"activations": round(t1 - t0, 1), "training": round(t2 - t1, 1)})
 
 
-def top_examples(codes: np.ndarray, store, table, *, n_features: int, per_feature: int, window: int = 6) -> dict:
+def top_examples(codes: np.ndarray, store, table, *, n_features: int, per_feature: int) -> dict:
     """For the features most often in a rollout's top list: the token windows where each fires hardest (one per
     rollout), as (rollout index, token row, activation, first row, last row)."""
     feats, counts = np.unique(table.column("feature").to_numpy(), return_counts=True)
     chosen = feats[np.argsort(-counts, kind="stable")][:n_features]
-    seq = np.repeat(np.arange(len(store.starts)), store.lengths)
     out = {}
     for f in chosen:
-        rows, seen = [], set()
-        for t in np.argsort(-codes[:, f], kind="stable"):
-            if codes[t, f] <= 0 or len(rows) == per_feature:
-                break
-            if seq[t] in seen:
-                continue
-            seen.add(seq[t])
-            lo = max(int(store.starts[seq[t]]), int(t) - window)
-            hi = min(int(store.starts[seq[t]] + store.lengths[seq[t]]), int(t) + 2)
-            rows.append((int(seq[t]), int(t), float(codes[t, f]), lo, hi))
+        rows = []
+        for seq, t in spans.top_rows(codes[:, f], store.lengths, n=per_feature):
+            lo, hi = spans.window(store.starts, store.lengths, seq, t)
+            rows.append((seq, t, float(codes[t, f]), lo, hi))
         out[int(f)] = {"rollouts_in_top": int(counts[feats == f][0]), "spans": rows}
     return out
 
@@ -182,12 +175,10 @@ def _decode(examples: dict, token_ids: np.ndarray, model_dir: Path) -> dict:
     tok = AutoTokenizer.from_pretrained(model_dir)
     out = {}
     for f, ex in examples.items():
-        spans = []
+        shown = []
         for _, t, act, lo, hi in ex["spans"]:
-            before = tok.decode(token_ids[lo:t].tolist())
-            spans.append({"activation": round(act, 3), "text": f"{before}[[{tok.decode([int(token_ids[t])])}]]"
-                          f"{tok.decode(token_ids[t + 1:hi].tolist())}"})
-        out[str(f)] = {"rollouts_in_top": ex["rollouts_in_top"], "spans": spans}
+            shown.append({"activation": round(act, 3), "text": spans.text(tok, token_ids, lo, t, hi)})
+        out[str(f)] = {"rollouts_in_top": ex["rollouts_in_top"], "spans": shown}
     return out
 
 
