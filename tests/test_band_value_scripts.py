@@ -1,0 +1,93 @@
+"""The band-value experiment's analysis scripts (experiments/band_value): their arithmetic on cases with a
+known answer, and a run over a made-up finished run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent.parent / "experiments" / "band_value"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+cal = _load("signal_calibration")
+
+
+def test_uniform_prior_with_no_data_gives_the_closed_form():
+    # Beta(1, 1): the number of successes in g draws is uniform on 0..g, so P(all equal) = 2 / (g + 1)
+    for g in (2, 8, 16):
+        assert cal.p_signal_posterior(0, 0, g) == pytest.approx(1 - 2 / (g + 1))
+        assert cal.p_signal_beta(0, 0, g, 1.0, 1.0) == pytest.approx(1 - 2 / (g + 1))
+
+
+def test_plugin_and_posterior_on_measured_items():
+    assert cal.p_signal_plugin(4, 8, 8) == pytest.approx(1 - 2 * 0.5 ** 8)
+    assert cal.p_signal_plugin(0, 8, 8) == 0 and cal.p_signal_plugin(8, 8, 8) == 0
+    # the posterior keeps some chance for an item never solved in 8 samples, less with a U-shaped prior
+    assert 0.3 < cal.p_signal_posterior(0, 8, 8) < 0.6
+    assert cal.p_signal_beta(0, 8, 8, 0.16, 0.36) < cal.p_signal_posterior(0, 8, 8)
+    # more samples at the same rate: the posterior's prediction approaches the plug-in one
+    assert abs(cal.p_signal_posterior(400, 800, 8) - cal.p_signal_plugin(4, 8, 8)) < 1e-3
+
+
+def test_the_population_prior_is_recovered_from_simulated_measurements():
+    rng = random.Random(0)
+    measured = [(sum(rng.random() < p for _ in range(8)), 8) for p in (rng.betavariate(0.3, 0.6) for _ in range(3000))]
+    a, b = cal.fit_beta_prior(measured)
+    assert a / (a + b) == pytest.approx(1 / 3, abs=0.03)  # the mean
+    assert 0.18 < a < 0.5 and 0.35 < b < 1.0  # the U shape (a, b < 1), within the grid's resolution and noise
+
+
+def _write(path: Path, table: str, rows: list[dict]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path / "part-0.parquet")
+
+
+def test_calibration_over_a_made_up_run(tmp_path):
+    """One arm, one run, two windows: window 1 holds a group with a signal, window 2 one without; the item was
+    measured 4 of 8 before training."""
+    import yaml
+
+    (tmp_path / "band_value.yaml").write_text(yaml.safe_dump({
+        "arms": {"learnable": ["learnable"]}, "draws": [0], "seeds": [0], "grpo": {"num_generations": 8}}))
+    (tmp_path / "data/arms/d0").mkdir(parents=True)
+    (tmp_path / "data/arms/d0/learnable.jsonl").write_text(json.dumps({"problem_id": "p1", "n": 8, "n_correct": 4}) + "\n")
+    _write(tmp_path / "data/difficulty", "difficulty", [{"n_correct": c, "n": 8} for c in (0, 0, 8, 4, 8, 0)])
+    ck = tmp_path / "data/checkpoints/learnable-d0-s0"
+    ck.mkdir(parents=True)
+    (ck / "train_log.json").write_text("{}")
+    w1, w2 = "pol_w1", "pol_w2"
+    _write(ck / "records/policies", "policies", [
+        {"policy_id": w2, "identity": json.dumps({"steps": [8, 16]})},
+        {"policy_id": w1, "identity": json.dumps({"steps": [0, 8]})}])
+    rolls, verdicts = [], []
+    for pol, statuses, texts in ((w1, ["correct"] * 3 + ["incorrect"] * 5, [f"t{i}" for i in range(8)]),
+                                 (w2, ["correct"] * 8, ["same"] * 8)):
+        for i, (s, t) in enumerate(zip(statuses, texts, strict=True)):
+            rolls.append({"problem_id": "p1", "policy_id": pol, "sample_idx": i, "completion": t})
+            verdicts.append({"problem_id": "p1", "policy_id": pol, "sample_idx": i, "status": s})
+    _write(ck / "records/rollouts", "rollouts", rolls)
+    _write(ck / "records/verdicts", "verdicts", verdicts)
+    out = cal.calibration(tmp_path)["arms"]["learnable"]
+    assert out["runs"] == ["d0-s0"]
+    first, second = out["windows"][0], out["windows"][1]
+    assert first["realised"] == 1.0 and second["realised"] == 0.0
+    assert first["distinct_completions"] == 8 and second["distinct_completions"] == 1
+    assert first["mean_group_pass_rate"] == pytest.approx(3 / 8) and second["mean_group_pass_rate"] == 1.0
+    assert first["predicted_plugin"] == pytest.approx(1 - 2 * 0.5 ** 8)
+    assert out["all"]["groups"] == 2 and out["all"]["realised"] == 0.5
+    assert math.isclose(first["predicted_posterior"], second["predicted_posterior"])
