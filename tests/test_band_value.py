@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import yaml
 
@@ -195,9 +196,28 @@ def test_contrasts_between_arms_carry_the_run_spread():
     split = [diff_row(f"p{i}", pol, c) for i in range(20) for pol, c in (("L0", 7), ("L1", 1), ("H0", 2), ("H1", 2))]
     (c,) = rep.contrasts(base + split, names, base="base", runs=runs, n_boot=500)
     assert c.diff == pytest.approx(0.25) and c.ci_low < 0 < c.ci_high
+    assert c.simultaneous_low <= c.ci_low and c.simultaneous_high >= c.ci_high
     line = rep.markdown_contrasts([c]).splitlines()
-    assert "p (permutation over runs, two-sided)" in line[0] and "Holm" in line[0]
+    assert "p (permutation over runs, two-sided)" in line[0] and "Holm" in line[0] and "Bonferroni over 1" in line[0]
     assert line[2].startswith("| learnable > hard | 2 / 2 | +0.250 [")
+
+
+def test_simultaneous_intervals_widen_with_the_number_of_contrasts():
+    """Three trained arms give three predictions; their simultaneous intervals (Bonferroni, 1 - 0.05/3) contain the
+    95 % ones and are wider whenever the runs disagree."""
+    base = [diff_row(f"p{i}", "B", 4) for i in range(20)]
+    noise = np.random.default_rng(0).integers(-2, 3, size=(6, 20))  # per policy and item: resampling items matters
+    rows = [diff_row(f"p{i}", pol, c + noise[j, i]) for i in range(20)
+            for j, (pol, c) in enumerate((("L0", 6), ("L1", 3), ("H0", 3), ("H1", 2), ("R0", 5), ("R1", 2)))]
+    names = {"base": "B", "learnable-s0": "L0", "learnable-s1": "L1", "hard-s0": "H0", "hard-s1": "H1",
+             "random-s0": "R0", "random-s1": "R1"}
+    runs = {n: (n.split("-")[0], 0, int(n[-1])) for n in names if n != "base"}
+    cs = rep.contrasts(base + rows, names, base="base", runs=runs, n_boot=4000)
+    assert [(c.better, c.worse) for c in cs] == [("learnable", "hard"), ("learnable", "random"), ("random", "hard")]
+    for c in cs:
+        assert c.simultaneous_low <= c.ci_low and c.simultaneous_high >= c.ci_high
+        assert c.simultaneous_high - c.simultaneous_low > c.ci_high - c.ci_low
+    assert "Bonferroni over 3" in rep.markdown_contrasts(cs).splitlines()[0]
 
 
 def test_holm_adjusts_known_p_values():
