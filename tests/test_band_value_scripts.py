@@ -91,3 +91,20 @@ def test_calibration_over_a_made_up_run(tmp_path):
     assert first["predicted_plugin"] == pytest.approx(1 - 2 * 0.5 ** 8)
     assert out["all"]["groups"] == 2 and out["all"]["realised"] == 0.5
     assert math.isclose(first["predicted_posterior"], second["predicted_posterior"])
+
+
+def test_measured_dir_follows_the_arm_configs(tmp_path):
+    cfg = {"arms": {"learnable": ["learnable"], "children": ["reformulated"]}}
+    assert cal.measured_dir(tmp_path, cfg, "learnable", "difficulty") == tmp_path / "data" / "difficulty"
+    assert cal.measured_dir(tmp_path, cfg, "children", "rollouts") == tmp_path / "data" / "reformulated" / "rollouts"
+
+
+def test_engine_agreement_summary_grades_and_counts_groups(monkeypatch):
+    """Two groups of 8 for one item: the first mixed (4 right, 2 distinct texts), the second all wrong."""
+    monkeypatch.syspath_prepend(str(HERE))  # the script imports signal_calibration from beside it
+    agree = _load("engine_agreement")
+    texts = {"p1": ["The answer is 4."] * 4 + ["The answer is 5."] * 4 + [f"It is {n}." for n in range(10, 18)]}
+    s = agree.summary(texts, {"p1": "4"})
+    assert s["groups"] == 2 and s["signal_share"] == 0.5
+    assert s["rates"] == {"p1": 0.25} and s["pass_rate"] == 0.25
+    assert s["distinct_per_group"] == (2 + 8) / 2

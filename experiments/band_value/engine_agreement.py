@@ -22,6 +22,7 @@ from pathlib import Path
 import duckdb
 import torch
 import yaml
+from signal_calibration import measured_dir  # beside this script
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from pipeline.config import load_params
@@ -32,8 +33,7 @@ HERE = Path(__file__).resolve().parent
 GROUP = 8
 
 
-def items(arm: str, root: Path = HERE) -> list[dict]:
-    cfg = yaml.safe_load((root / "band_value.yaml").read_text(encoding="utf-8"))
+def items(cfg: dict, arm: str, root: Path = HERE) -> list[dict]:
     seen: dict[str, dict] = {}
     for draw in cfg["draws"]:
         for line in (root / "data" / "arms" / f"d{draw}" / f"{arm}.jsonl").read_text(encoding="utf-8").splitlines():
@@ -42,9 +42,9 @@ def items(arm: str, root: Path = HERE) -> list[dict]:
     return list(seen.values())
 
 
-def measured(arm: str, ids: list[str], root: Path = HERE) -> dict[str, list[str]]:
+def measured(cfg: dict, arm: str, ids: list[str], root: Path = HERE) -> dict[str, list[str]]:
     """The measurement's completions of each item (vLLM, base policy)."""
-    src = root / "data" / ("reformulated/rollouts" if arm == "children" else "rollouts")
+    src = measured_dir(root, cfg, arm, "rollouts")
     rows = duckdb.connect().execute(
         f"SELECT problem_id, completion FROM read_parquet('{src}/**/*.parquet') WHERE problem_id IN "
         f"(SELECT unnest(?)) ORDER BY problem_id, sample_idx", [ids]).fetchall()
@@ -96,14 +96,15 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(pol.model.path, dtype=torch.float32).eval()
     (stop,) = pol.sampling.stop
     eos = sorted(i for t, i in tok.get_vocab().items() if stop in tok.convert_tokens_to_string([t]))
-    rows = items(args.arm)
+    cfg = yaml.safe_load((HERE / "band_value.yaml").read_text(encoding="utf-8"))
+    rows = items(cfg, args.arm)
     golds = {r["problem_id"]: r["answer"] for r in rows}
     t0 = time.perf_counter()
     trl = {r["problem_id"]: sample_like_trl(model, tok, pol.render(r["question"]).text, k=args.k,
                                             temperature=pol.sampling.temperature, max_new=pol.sampling.max_tokens,
                                             eos=eos, stop=stop) for r in rows}
     seconds = time.perf_counter() - t0
-    vllm = measured(args.arm, list(golds))
+    vllm = measured(cfg, args.arm, list(golds))
     a, b = summary(vllm, golds), summary(trl, golds)
     half1 = summary({p: t[: args.k // 2] for p, t in trl.items()}, golds)
     half2 = summary({p: t[args.k // 2:] for p, t in trl.items()}, golds)

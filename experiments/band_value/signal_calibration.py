@@ -20,6 +20,7 @@ rate looked best: the winner's curse).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 from pathlib import Path
@@ -39,17 +40,15 @@ def _lbeta(a: float, b: float) -> float:
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
 
 
-def p_signal_posterior(c: int, n: int, g: int) -> float:
-    a, b = 1.0 + c, 1.0 + n - c
-    none = math.exp(_lbeta(a, b + g) - _lbeta(a, b))
-    every = math.exp(_lbeta(a + g, b) - _lbeta(a, b))
-    return 1.0 - none - every
-
-
 def p_signal_beta(c: int, n: int, g: int, a0: float, b0: float) -> float:
     """P(signal) under the posterior Beta(a0 + c, b0 + n - c): the prior Beta(a0, b0) fitted to the population."""
     a, b = a0 + c, b0 + n - c
     return 1.0 - math.exp(_lbeta(a, b + g) - _lbeta(a, b)) - math.exp(_lbeta(a + g, b) - _lbeta(a, b))
+
+
+def p_signal_posterior(c: int, n: int, g: int) -> float:
+    """P(signal) under the uniform prior's posterior Beta(1 + c, 1 + n - c)."""
+    return p_signal_beta(c, n, g, 1.0, 1.0)
 
 
 def fit_beta_prior(measured: list[tuple[int, int]]) -> tuple[float, float]:
@@ -68,10 +67,17 @@ def fit_beta_prior(measured: list[tuple[int, int]]) -> tuple[float, float]:
     return arg
 
 
-def population(root: Path, arm: str) -> list[tuple[int, int]]:
-    """The measured (n_correct, n) of every item the arm was drawn from: the pool, or the reformulated children."""
-    table = root / "data" / ("reformulated/difficulty" if arm == "children" else "difficulty")
-    return duckdb.connect().execute(f"SELECT n_correct, n FROM read_parquet('{table}/*.parquet')").fetchall()
+def measured_dir(root: Path, cfg: dict, arm: str, table: str) -> Path:
+    """Where passband measured the items ``arm`` is drawn from (``table``: difficulty, rollouts): the reformulate
+    stages' folder for an arm drawn from the published ``reformulated`` config, the pool's folder otherwise."""
+    return root / "data" / ("reformulated" if "reformulated" in cfg["arms"][arm] else "") / table
+
+
+@functools.cache
+def population_prior(table: Path) -> tuple[float, float]:
+    """The Beta prior fitted to every item measured in ``table`` (a difficulty folder); fitted once per folder."""
+    rows = duckdb.connect().execute(f"SELECT n_correct, n FROM read_parquet('{table}/*.parquet')").fetchall()
+    return fit_beta_prior(rows)
 
 
 def groups(checkpoint: Path, g: int) -> list[dict]:
@@ -90,9 +96,8 @@ def groups(checkpoint: Path, g: int) -> list[dict]:
         FROM read_parquet('{recs / "policies"}/*.parquet')""").fetchall())
     order = {pol: i for i, pol in enumerate(sorted(starts, key=starts.get))}  # windows by first step
     out = []
-    for pol, pid, occ, n, correct, distinct in rows:
-        out.append({"window": order[pol], "problem_id": pid, "occurrence": occ, "n": n, "correct": int(correct),
-                    "distinct": distinct})
+    for pol, pid, _occurrence, n, correct, distinct in rows:
+        out.append({"window": order[pol], "problem_id": pid, "n": n, "correct": int(correct), "distinct": distinct})
     return out
 
 
@@ -103,7 +108,7 @@ def calibration(root: Path = HERE) -> dict:
     for arm in cfg["arms"]:
         cells: dict[int, dict] = {}
         runs = []
-        a0, b0 = fit_beta_prior(population(root, arm))
+        a0, b0 = population_prior(measured_dir(root, cfg, arm, "difficulty"))
         for draw in cfg["draws"]:
             prior = {}
             for line in (root / "data" / "arms" / f"d{draw}" / f"{arm}.jsonl").read_text(encoding="utf-8").splitlines():
