@@ -111,25 +111,38 @@ def test_train_refuses_a_grpo_block_that_generates_unlike_the_policy(tmp_path):
     assert not (tmp_path / "data").exists()
 
 
-def test_measure_params_name_each_checkpoint_by_its_weights(tmp_path):
+def test_measure_params_measure_one_policy_named_by_its_weights(tmp_path):
     params = load_params(EXPERIMENT / "params.yaml")
     cfg = bv.load_config(EXPERIMENT / "band_value.yaml")
+    names = bv.measured_names(cfg)
+    assert names[0] == "base" and len(names) == 1 + len(cfg.arms) * len(cfg.draws) * len(cfg.seeds) == 51
     for name in bv.runs(cfg):
         d = tmp_path / cfg.checkpoints_dir / name
         d.mkdir(parents=True)
         (d / "model.safetensors").write_bytes(name.encode())
-    raw = bv.measure_params(params, cfg, root=tmp_path)
-    assert raw["rollout"]["sources"] == ["heldout", "ood"]
-    assert raw["rollout"]["policies"][0] == "smollm2-135m-3shot"
-    assert len(raw["rollout"]["policies"]) == 1 + len(cfg.arms) * len(cfg.draws) * len(cfg.seeds) == 51
+    base = bv.measure_params(params, cfg, root=tmp_path, name="base")
+    raw = bv.measure_params(params, cfg, root=tmp_path, name="hard-d0-s0")
+    assert raw["rollout"]["sources"] == base["rollout"]["sources"] == ["heldout", "ood"]
+    assert base["rollout"]["policies"] == ["smollm2-135m-3shot"] and raw["rollout"]["policies"] == ["hard-d0-s0"]
     ckpt = raw["policies"]["hard-d0-s0"]
+    assert list(raw["policies"]) == ["hard-d0-s0"]
     assert ckpt["model"] == "data/checkpoints/hard-d0-s0" and ckpt["revision"].startswith("sha256:")
-    assert ckpt["revision"] != raw["policies"]["learnable-d0-s0"]["revision"]
-    assert ckpt["sampling"] == raw["policies"]["smollm2-135m-3shot"]["sampling"]
-    assert raw["paths"]["difficulty"] == "data/measure/difficulty" and raw["paths"]["problems"] == "data/problems"
+    other = bv.measure_params(params, cfg, root=tmp_path, name="learnable-d0-s0")
+    assert ckpt["revision"] != other["policies"]["learnable-d0-s0"]["revision"]
+    assert ckpt["sampling"] == base["policies"]["smollm2-135m-3shot"]["sampling"]
+    # samples in the cache's measure/<name>, the tables the report reads in git's results/<name>
+    assert raw["paths"]["rollouts"] == "data/measure/hard-d0-s0/rollouts"
+    assert raw["paths"]["difficulty"] == "results/hard-d0-s0/difficulty" and raw["paths"]["problems"] == "data/problems"
+    assert base["paths"]["policies"] == "results/base/policies"
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(raw))
     assert load_params(path).rollout.sources == ["heldout", "ood"]
+    with pytest.raises(ConfigError, match="unknown policy 'hard-d9-s0'"):
+        bv.measure_params(params, cfg, root=tmp_path, name="hard-d9-s0")
+    (tmp_path / cfg.checkpoints_dir / "online-d1-s4" / "model.safetensors").unlink()
+    (tmp_path / cfg.checkpoints_dir / "online-d1-s4").rmdir()
+    with pytest.raises(ConfigError, match="no checkpoint of online-d1-s4; train it first"):
+        bv.measure_params(params, cfg, root=tmp_path, name="online-d1-s4")
 
 
 def diff_row(pid, pol, n_correct, flagged=None, band="learnable"):
@@ -365,7 +378,17 @@ def test_experiment_stages_with_the_fake_engine(tmp_path):
         (d / "model.safetensors").write_bytes(name.encode())
         (d / "train_log.json").write_text(json.dumps({"log": [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}],
                                                       "seconds": 1.0, "groups": 2, "groups_with_signal": i % 3}))
-    run("band-value", "measure", "--no-progress")
+    *first, last = bv.measured_names(cfg)
+    assert last == "random-d1-s0"  # arms in band_value.yaml's order (sorted by yaml.safe_dump here)
+    for name in first:
+        run("band-value", "measure", "--policy", name, "--no-progress")
+    with pytest.raises(ConfigError, match=r"no measurement of random-d1-s0; run its measure stage .*measure@random-1-0"):
+        bv.report(load_params(tmp_path / "params.yaml"), cfg, root=tmp_path)
+    run("band-value", "measure", "--policy", last, "--no-progress")
+    # what the report reads is results/ alone (with the problems): the samples and checkpoints may be gone
+    import shutil
+    shutil.rmtree(tmp_path / "data/measure")
+    shutil.rmtree(tmp_path / "data/checkpoints")
     out = run("band-value", "report")
     table = (tmp_path / "data/report/band_value.md").read_text()
     assert table in out and table.count("\n## ") == 1  # the held-out section, then the OOD one
@@ -383,10 +406,11 @@ def test_experiment_stages_with_the_fake_engine(tmp_path):
     items = {r["items"] for r in held["policies"]}
     assert len(items) == 1 and items.pop() >= 120
     assert (tmp_path / "data/report/band_value.png").read_bytes()[:4] == b"\x89PNG"
-    measured = load_params(tmp_path / "data/measure/params.yaml")
-    diff = read_table(tmp_path / measured.paths.difficulty, name="difficulty").to_pylist()
+    diff = [d for name in bv.measured_names(cfg)
+            for d in read_table(tmp_path / "results" / name / "difficulty", name="difficulty").to_pylist()]
     assert not trained & {d["problem_id"] for d in diff}  # held-out and OOD items were never trained on
     assert len({d["policy_id"] for d in diff}) == 1 + 10
+    assert json.loads((tmp_path / "results/hard-d1-s0/train_log.json").read_text())["seconds"] == 1.0
 
 
 @pytest.mark.engine
@@ -422,7 +446,8 @@ def test_experiment_smoke_trains_and_reports(embedded_model_dir, tmp_path):
             assert log["sampler"]["updates"] == 2 and log["sampler"]["selections"] >= 2
             arm_ids = {r["problem_id"] for r in bv.read_arm(tmp_path / "data/arms/d0/online.jsonl")}
             assert set(rolls.column("problem_id").to_pylist()) <= arm_ids
-    run("band-value", "measure", "--no-progress")
+    for name in ("base", "learnable-d0-s0", "online-d0-s0"):
+        run("band-value", "measure", "--policy", name, "--no-progress")
     out = run("band-value", "report")
     report = json.loads((tmp_path / "data/report/band_value.json").read_text())
     held = report["sets"]["heldout"]

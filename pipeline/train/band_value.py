@@ -12,8 +12,10 @@ strings before the reward, as the measurement's vLLM cuts them; every GRPO group
 (:mod:`pipeline.train.recorder`, ``records/`` in the checkpoint) and counted: the share of groups whose
 rewards differed. Every checkpoint becomes a policy snapshot (model = its folder, revision = sha256 of its
 weights) measured on the held-out and out-of-distribution sources by passband's own rollout, verify and
-annotate stages, next to the base policy, into ``measure/`` tables. The report
-(:mod:`pipeline.train.band_value_report`) turns those tables into the arms' tables, the contrasts (a
+annotate stages, one policy at a time (the base, then each run as soon as it is trained): its samples in
+``measure/<name>/`` (DVC's cache), its policies and difficulty tables and training log in ``results/<name>/``,
+small and committed to git, so a lost cache costs checkpoints, never a measured result. The report
+(:mod:`pipeline.train.band_value_report`) turns ``results/`` into the arms' tables, the contrasts (a
 permutation test over runs, Holm-corrected) and a PNG.
 
 Configuration: ``band_value.yaml`` beside the experiment's ``params.yaml``::
@@ -52,9 +54,11 @@ from pipeline.train.recorder import RolloutRecorder
 from pipeline.train.sampler import LearnabilitySampler
 
 DEFAULT_CONFIG = "default"
+BASE = "base"  # the measured name of the base policy (results/base); a run's is its run_name
 
-__all__ = ["DEFAULT_CONFIG", "ExperimentConfig", "OnlineConfig", "arm_path", "base_policy", "load_config", "measure",
-           "measure_params", "read_arm", "report", "run_name", "runs", "select_arms", "train", "write_arms"]
+__all__ = ["BASE", "DEFAULT_CONFIG", "ExperimentConfig", "OnlineConfig", "arm_path", "base_policy", "load_config",
+           "measure", "measure_params", "measured_names", "read_arm", "report", "run_name", "runs", "select_arms",
+           "train", "write_arms"]
 
 
 class OnlineConfig(Model):
@@ -80,6 +84,8 @@ class ExperimentConfig(Model):
     arms_dir: str = "data/arms"
     checkpoints_dir: str = "data/checkpoints"
     measure_dir: str = "data/measure"
+    results_dir: str = Field("results", description="per measured policy: policies/, difficulty/, train_log.json "
+                             "(small, committed to git: what the report reads)")
     report_dir: str = "data/report"
     grpo: GrpoConfig = GrpoConfig()
 
@@ -103,6 +109,11 @@ def run_name(arm: str, draw: int, seed: int) -> str:
 def runs(cfg: ExperimentConfig) -> dict[str, tuple[str, int, int]]:
     """Every trained policy's name -> (arm, draw, seed), in arm, draw, seed order."""
     return {run_name(a, d, s): (a, d, s) for a in cfg.arms for d in cfg.draws for s in cfg.seeds}
+
+
+def measured_names(cfg: ExperimentConfig) -> list[str]:
+    """Every measured policy's name: ``base``, then the runs."""
+    return [BASE, *runs(cfg)]
 
 
 def arm_path(cfg: ExperimentConfig, *, root: Path, arm: str, draw: int) -> Path:
@@ -252,58 +263,75 @@ def base_policy(params: Params, cfg: ExperimentConfig, *, root: Path):
 
 # --- measurement ---------------------------------------------------------------------------------
 
-def measure_params(params: Params, cfg: ExperimentConfig, *, root: Path) -> dict[str, Any]:
-    """The params that measure the base policy and every checkpoint on the held-out (and OOD) source, into measure/."""
+def measure_params(params: Params, cfg: ExperimentConfig, *, root: Path, name: str) -> dict[str, Any]:
+    """The params that measure one policy, ``base`` or a run's checkpoint, on the held-out (and OOD) source: its
+    samples, verdicts and flags in measure/<name>/, its policies and difficulty tables in results/<name>/."""
+    if name not in measured_names(cfg):
+        raise ConfigError(f"unknown policy {name!r} to measure: {BASE!r} or a run (arm-d<draw>-s<seed>) of "
+                          f"band_value.yaml's arms, draws and seeds")
     raw = params.model_dump(mode="json")
     base_name = cfg.base_policy or params.rollout.policies[0]
     base = raw["policies"][base_name]
-    policies = {base_name: base}
-    for name in runs(cfg):
+    if name == BASE:
+        policies = {base_name: base}
+    else:
         folder = Path(cfg.checkpoints_dir) / name
-        policies[name] = {**base, "model": folder.as_posix(), "revision": weights_digest(root / folder)}
-    m = cfg.measure_dir
-    raw["paths"].update({t: f"{m}/{t}" for t in ("policies", "rollouts", "verdicts", "flags", "difficulty")})
-    raw["paths"].update({"metrics": f"{m}/metrics", "plots": f"{m}/plots", "catalog": f"{m}/passband.duckdb"})
+        if not (root / folder).is_dir():
+            raise ConfigError(f"{root / folder}: no checkpoint of {name}; train it first (the train stage)")
+        policies = {name: {**base, "model": folder.as_posix(), "revision": weights_digest(root / folder)}}
+    m, r = f"{cfg.measure_dir}/{name}", f"{cfg.results_dir}/{name}"
+    raw["paths"].update({t: f"{m}/{t}" for t in ("rollouts", "verdicts", "flags", "metrics", "plots")})
+    raw["paths"].update({"policies": f"{r}/policies", "difficulty": f"{r}/difficulty", "catalog": f"{m}/passband.duckdb"})
     raw["policies"] = policies
     sources = [cfg.heldout_source, *([cfg.ood_source] if cfg.ood_source else [])]
     raw["rollout"].update({"policies": list(policies), "sources": sources, "limit": None})
     return raw
 
 
-def measure(params: Params, cfg: ExperimentConfig, *, root: Path, progress: bool = False) -> Path:
-    """Write measure/params.yaml and run passband's rollout, verify and annotate stages with it."""
-    path = root / cfg.measure_dir / "params.yaml"
-    atomic_write_text(path, "# written by `passband band-value measure`: the held-out measurement's params\n"
-                      + yaml.safe_dump(measure_params(params, cfg, root=root), sort_keys=False))
+def measure(params: Params, cfg: ExperimentConfig, *, root: Path, name: str, progress: bool = False) -> Path:
+    """Measure one policy: write measure/<name>/params.yaml, run passband's rollout, verify and annotate stages
+    with it, and copy a run's training log into results/<name>/ beside its tables. Returns results/<name>."""
+    path = root / cfg.measure_dir / name / "params.yaml"
+    atomic_write_text(path, f"# written by `passband band-value measure --policy {name}`: its held-out measurement\n"
+                      + yaml.safe_dump(measure_params(params, cfg, root=root, name=name), sort_keys=False))
     mp = load_params(path)
     with contextlib.chdir(root):  # the checkpoints' model paths are relative to the experiment's folder
         rollout.run(mp, root=root, progress=progress)
         verify.run(mp, root=root, progress=progress)
         annotate.run(mp, root=root, progress=progress)
-    return path
+    out = root / cfg.results_dir / name
+    if name != BASE:
+        log = root / cfg.checkpoints_dir / name / "train_log.json"
+        atomic_write_text(out / "train_log.json", log.read_text(encoding="utf-8"))
+    return out
 
 
 # --- report --------------------------------------------------------------------------------------
 
 def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
-    """report/band_value.{md,json,png} (and band_value_arms.md) from measure/'s tables and the checkpoints' training
-    logs: one section per measured set (held-out, then OOD)."""
-    mp = load_params(root / cfg.measure_dir / "params.yaml")
-    difficulty = read_table(root / mp.paths.difficulty, name="difficulty").to_pylist()
-    policies = {r["name"]: r["policy_id"] for r in read_table(root / mp.paths.policies, name="policies").to_pylist()}
-    source = {r["problem_id"]: r["source"] for r in read_table(root / mp.paths.problems, name="problems").to_pylist()}
-    base = cfg.base_policy or params.rollout.policies[0]
-    trained = runs(cfg)
-    logs, seconds, signal = {}, {}, {}
-    for name in trained:
-        path = root / cfg.checkpoints_dir / name / "train_log.json"
+    """report/band_value.{md,json,png} (and band_value_arms.md) from results/: each measured policy's tables and
+    each run's training log; one section per measured set (held-out, then OOD)."""
+    difficulty, policies, logs, seconds, signal = [], {}, {}, {}, {}
+    for name in measured_names(cfg):
+        folder = root / cfg.results_dir / name
+        pols = read_table(folder / "policies", name="policies").to_pylist()
+        if not pols:
+            raise ConfigError(f"{folder}: no measurement of {name}; run its measure stage "
+                              f"(`dvc repro -s experiments/band_value/dvc.yaml:{_stage(name)}`)")
+        policies.update({r["name"]: r["policy_id"] for r in pols})
+        difficulty += read_table(folder / "difficulty", name="difficulty").to_pylist()
+        if name == BASE:
+            continue
         try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
+            saved = json.loads((folder / "train_log.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"{path}: unreadable training log ({exc}); re-run that training stage") from None
+            raise ConfigError(f"{folder}/train_log.json: unreadable training log ({exc}); re-run {_stage(name)}") from None
         logs[name], seconds[name] = saved["log"], saved["seconds"]
         if "groups" in saved:
             signal[name] = (saved["groups"], saved["groups_with_signal"])
+    source = {r["problem_id"]: r["source"] for r in read_table(root / params.paths.problems, name="problems").to_pylist()}
+    base = cfg.base_policy or params.rollout.policies[0]
+    trained = runs(cfg)
     out = root / cfg.report_dir
     md, arms_md, sets = [], [], {}
     for name in [cfg.heldout_source, *([cfg.ood_source] if cfg.ood_source else [])]:
@@ -319,3 +347,11 @@ def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
     atomic_write_text(out / "band_value_arms.md", "\n".join(arms_md))
     atomic_write_text(out / "band_value.json", json.dumps({"sets": sets}, indent=1, sort_keys=True))
     return out
+
+
+def _stage(name: str) -> str:
+    """The dvc.yaml stage that measures ``name`` (experiments/band_value/dvc.yaml)."""
+    if name == BASE:
+        return "measure_base"
+    arm, draw, seed = name.rsplit("-", 2)
+    return f"measure@{arm}-{draw[1:]}-{seed[1:]}"

@@ -10,7 +10,7 @@ import click
 
 from pipeline.options import progress_option, with_params
 from pipeline.train.band_value import load_config, write_arms
-from pipeline.train.band_value import measure as measure_policies
+from pipeline.train.band_value import measure as measure_policy
 from pipeline.train.band_value import report as write_report
 from pipeline.train.band_value import train as train_arm
 
@@ -61,19 +61,22 @@ def train(*, params, cfg, root, arm: str, draw: int, seed: int) -> None:
 @band_value.command()
 @with_params
 @with_config
+@click.option("--policy", "name", required=True, metavar="NAME",
+              help="What to measure: 'base' (the base policy) or a run, ARM-d<DRAW>-s<SEED> (e.g. learnable-d0-s0).")
 @progress_option
-def measure(*, params, cfg, root, progress: bool) -> None:
-    """Measure the base policy and every checkpoint on the held-out source with passband's own stages."""
+def measure(*, params, cfg, root, name: str, progress: bool) -> None:
+    """Measure one policy on the held-out (and OOD) source with passband's own stages: samples in
+    measure/NAME/, its tables (and a run's training log) in results/NAME/, which the report reads."""
     t0 = time.perf_counter()
-    path = measure_policies(params, cfg, root=root, progress=progress)
-    click.echo(f"measure: {path} ({time.perf_counter() - t0:.0f}s)")
+    out = measure_policy(params, cfg, root=root, name=name, progress=progress)
+    click.echo(f"measure[{name}]: {out} ({time.perf_counter() - t0:.0f}s)")
 
 
 @band_value.command()
 @with_params
 @with_config
 def report(*, params, cfg, root) -> None:
-    """The arms' table (markdown, JSON) and PNG from the measurement and the training logs."""
+    """The arms' table (markdown, JSON) and PNG from results/: the measured tables and the training logs."""
     out = write_report(params, cfg, root=root)
     click.echo((out / "band_value.md").read_text(), nl=False)
     click.echo()
