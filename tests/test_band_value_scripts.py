@@ -108,3 +108,22 @@ def test_engine_agreement_summary_grades_and_counts_groups(monkeypatch):
     assert s["groups"] == 2 and s["signal_share"] == 0.5
     assert s["rates"] == {"p1": 0.25} and s["pass_rate"] == 0.25
     assert s["distinct_per_group"] == (2 + 8) / 2
+
+
+def test_progress_reads_the_checkpoints_log_else_the_committed_results_copy(tmp_path):
+    """A run whose checkpoint is gone (a lost cache) still counts from results/<run>/train_log.json."""
+    import yaml
+
+    progress = _load("progress")
+    (tmp_path / "band_value.yaml").write_text(yaml.safe_dump({"arms": {"learnable": ["learnable"]}, "draws": [0],
+                                                              "seeds": [0, 1, 2]}))
+    for folder, seconds, signal in (("data/checkpoints/learnable-d0-s0", 10.0, 3), ("results/learnable-d0-s1", 30.0, 1)):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "train_log.json").write_text(json.dumps(
+            {"seconds": seconds, "log": [{"reward": 0.5}], "groups": 4, "groups_with_signal": signal}))
+    p = progress.progress(tmp_path)
+    arm = p["arms"]["learnable"]
+    assert (p["runs_done"], p["runs_planned"]) == (2, 3) and arm["runs"] == ["d0-s0", "d0-s1"]
+    assert arm["seconds_mean"] == 20.0 and (arm["groups"], arm["groups_with_signal"]) == (8, 4)
+    lo, hi = arm["signal_share_95"]
+    assert lo < 0.5 < hi

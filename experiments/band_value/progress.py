@@ -1,10 +1,11 @@
 """How far the band-value experiment's training has come, from the finished runs' training logs.
 
-The measure and report stages wait for all 50 runs; this reads what exists now (each run's
-``train_log.json``) and prints, per arm: runs done, GRPO seconds, mean training reward, and the share of
-GRPO groups with a signal (rewards that differed: the only groups with an advantage; the online arm's goal
-is >= 0.8), with a 95 % Wilson interval over groups. Training reward is on the arm's own items, so it is
-not a comparison of arms: the held-out measurement is (the measure and report stages).
+The report waits for all 50 runs; this reads what exists now (each run's ``train_log.json``: the
+checkpoint's, else the copy a measured run keeps in ``results/``, committed to git) and prints, per arm:
+runs done, GRPO seconds, mean training reward, and the share of GRPO groups with a signal (rewards that
+differed: the only groups with an advantage; the online arm's goal is >= 0.8), with a 95 % Wilson interval
+over groups. Training reward is on the arm's own items, so it is not a comparison of arms: the held-out
+measurement is (the measure and report stages).
 
     .venv/bin/python experiments/band_value/progress.py [--json]
 """
@@ -38,7 +39,10 @@ def progress(root: Path = HERE) -> dict:
         for draw in cfg["draws"]:
             for seed in cfg["seeds"]:
                 out["runs_planned"] += 1
-                path = root / "data" / "checkpoints" / f"{arm}-d{draw}-s{seed}" / "train_log.json"
+                name = f"{arm}-d{draw}-s{seed}"
+                path = root / "data" / "checkpoints" / name / "train_log.json"
+                if not path.is_file():
+                    path = root / "results" / name / "train_log.json"
                 if not path.is_file():
                     continue
                 log = json.loads(path.read_text(encoding="utf-8"))
