@@ -56,9 +56,9 @@ from pipeline.train.sampler import LearnabilitySampler
 DEFAULT_CONFIG = "default"
 BASE = "base"  # the measured name of the base policy (results/base); a run's is its run_name
 
-__all__ = ["BASE", "DEFAULT_CONFIG", "ExperimentConfig", "OnlineConfig", "arm_path", "base_policy", "load_config",
-           "measure", "measure_params", "measured_names", "read_arm", "report", "run_name", "runs", "select_arms",
-           "train", "write_arms"]
+__all__ = ["BASE", "DEFAULT_CONFIG", "ExperimentConfig", "OnlineConfig", "arm_path", "base_name", "base_policy",
+           "load_config", "measure", "measure_params", "measured_names", "read_arm", "report", "run_name", "runs",
+           "select_arms", "train", "write_arms"]
 
 
 class OnlineConfig(Model):
@@ -254,8 +254,13 @@ def train(params: Params, cfg: ExperimentConfig, *, root: Path, arm: str, draw: 
     return res, counts
 
 
+def base_name(params: Params, cfg: ExperimentConfig) -> str:
+    """The base policy's name in params.yaml: band_value.yaml's ``base_policy``, else rollout.policies[0]."""
+    return cfg.base_policy or params.rollout.policies[0]
+
+
 def base_policy(params: Params, cfg: ExperimentConfig, *, root: Path):
-    name = cfg.base_policy or params.rollout.policies[0]
+    name = base_name(params, cfg)
     if name not in params.policies:
         raise ConfigError(f"base_policy {name!r} is not in params.yaml's policies")
     return resolve_policy(name, params.policies[name], models_dir=root / params.paths.models)
@@ -270,10 +275,9 @@ def measure_params(params: Params, cfg: ExperimentConfig, *, root: Path, name: s
         raise ConfigError(f"unknown policy {name!r} to measure: {BASE!r} or a run (arm-d<draw>-s<seed>) of "
                           f"band_value.yaml's arms, draws and seeds")
     raw = params.model_dump(mode="json")
-    base_name = cfg.base_policy or params.rollout.policies[0]
-    base = raw["policies"][base_name]
+    base = raw["policies"][base_name(params, cfg)]
     if name == BASE:
-        policies = {base_name: base}
+        policies = {base_name(params, cfg): base}
     else:
         folder = Path(cfg.checkpoints_dir) / name
         if not (root / folder).is_dir():
@@ -317,7 +321,7 @@ def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
         pols = read_table(folder / "policies", name="policies").to_pylist()
         if not pols:
             raise ConfigError(f"{folder}: no measurement of {name}; run its measure stage "
-                              f"(`dvc repro -s experiments/band_value/dvc.yaml:{_stage(name)}`)")
+                              f"(`dvc repro -s experiments/band_value/dvc.yaml:{_stage(cfg, name)}`)")
         policies.update({r["name"]: r["policy_id"] for r in pols})
         difficulty += read_table(folder / "difficulty", name="difficulty").to_pylist()
         if name == BASE:
@@ -325,12 +329,12 @@ def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
         try:
             saved = json.loads((folder / "train_log.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"{folder}/train_log.json: unreadable training log ({exc}); re-run {_stage(name)}") from None
+            raise ConfigError(f"{folder}/train_log.json: unreadable training log ({exc}); re-run {_stage(cfg, name)}") from None
         logs[name], seconds[name] = saved["log"], saved["seconds"]
         if "groups" in saved:
             signal[name] = (saved["groups"], saved["groups_with_signal"])
     source = {r["problem_id"]: r["source"] for r in read_table(root / params.paths.problems, name="problems").to_pylist()}
-    base = cfg.base_policy or params.rollout.policies[0]
+    base = base_name(params, cfg)
     trained = runs(cfg)
     out = root / cfg.report_dir
     md, arms_md, sets = [], [], {}
@@ -349,9 +353,9 @@ def report(params: Params, cfg: ExperimentConfig, *, root: Path) -> Path:
     return out
 
 
-def _stage(name: str) -> str:
+def _stage(cfg: ExperimentConfig, name: str) -> str:
     """The dvc.yaml stage that measures ``name`` (experiments/band_value/dvc.yaml)."""
     if name == BASE:
         return "measure_base"
-    arm, draw, seed = name.rsplit("-", 2)
-    return f"measure@{arm}-{draw[1:]}-{seed[1:]}"
+    arm, draw, seed = runs(cfg)[name]
+    return f"measure@{arm}-{draw}-{seed}"
