@@ -275,9 +275,10 @@ def measure_params(params: Params, cfg: ExperimentConfig, *, root: Path, name: s
         raise ConfigError(f"unknown policy {name!r} to measure: {BASE!r} or a run (arm-d<draw>-s<seed>) of "
                           f"band_value.yaml's arms, draws and seeds")
     raw = params.model_dump(mode="json")
-    base = raw["policies"][base_name(params, cfg)]
+    base_key = base_name(params, cfg)
+    base = raw["policies"][base_key]
     if name == BASE:
-        policies = {base_name(params, cfg): base}
+        policies = {base_key: base}
     else:
         folder = Path(cfg.checkpoints_dir) / name
         if not (root / folder).is_dir():
