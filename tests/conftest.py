@@ -16,6 +16,37 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ["RAY_AUTH_MODE"] = "disabled"
 
 
+# --- the suite on two processes (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml) ---------
+# Most tests use one core (Python, a subprocess waiting on another), so two workers nearly halve the
+# suite on the 2-core box. A test file runs whole on one worker (its module fixtures, such as the
+# differential corpus or the hostile suite's runs, are built once). The files that use the session's
+# vLLM engine (the fixtures below) or start a Ray cluster (marked `ray`) share one lane, in order: one
+# engine per run, never two Ray clusters at once. `-n 0` runs everything in one process.
+
+ENGINE_LANE = "engine-lane"
+SESSION_ENGINE_FIXTURES = frozenset({"vllm_engine", "shared_engine_factory"})
+
+
+def _weight(item) -> int:
+    """A rough cost: a real-engine test (tens of seconds to minutes) outweighs a file of slow ones."""
+    return 1000 if item.get_closest_marker("engine") else 10 if item.get_closest_marker("slow") else 1
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
+def pytest_collection_modifyitems(config, items):
+    lane = {item.module.__name__ for item in items
+            if SESSION_ENGINE_FIXTURES & set(item.fixturenames) or item.get_closest_marker("ray")}
+    group = {item.nodeid: ENGINE_LANE if item.module.__name__ in lane else item.module.__name__ for item in items}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[item.nodeid]))
+    # The heaviest groups first (xdist hands groups out in collection order with --no-loadscope-reorder), so
+    # no long group starts last while the other worker idles; a group's tests keep their order.
+    cost: dict[str, int] = {}
+    for item in items:
+        cost[group[item.nodeid]] = cost.get(group[item.nodeid], 0) + _weight(item)
+    items.sort(key=lambda item: -cost[group[item.nodeid]])
+
+
 # --- rollout: the embedded model and one real vLLM engine per session -------------------------
 # Real-engine tests are marked `engine`; run them under `flock /tmp/passband-engine.lock` on a
 # shared machine. The engine is small (8 sequences, 512 tokens, 1 GiB KV cache) and started once.
@@ -25,13 +56,19 @@ os.environ["RAY_AUTH_MODE"] = "disabled"
 def embedded_model_dir() -> Path:
     """The converted embedded checkpoint at data/models/smollm2-135m-instruct (what `passband prepare-model` writes).
 
-    Converted here when missing (about 30 s); a checkpoint for the same GGUF digest is reused.
+    Converted here when missing (about 30 s); a checkpoint for the same GGUF digest is reused. Each xdist worker
+    asks for it: a lock beside the folder lets the first convert it and the others find it done (two conversions
+    at once would swap the folder under an engine reading it).
     """
+    from filelock import FileLock
+
     from pipeline.model import convert_gguf, find_embedded_gguf
     from pipeline.rollout.policy import EMBEDDED_DIR
 
     out = REPO / "data" / "models" / EMBEDDED_DIR
-    convert_gguf(find_embedded_gguf(), out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out.parent / f".{EMBEDDED_DIR}.tests.lock")):
+        convert_gguf(find_embedded_gguf(), out)
     return out
 
 

@@ -29,7 +29,7 @@ ray = pytest.importorskip("ray")
 
 from ray_cluster import LocalCluster  # noqa: E402 - after the skip
 
-pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # slow: not in the inner loop (README: Tests)
 
 SPEC = ModelSpec("test/m", "test/m", "r1", "float32")
 KEY = ["problem_id", "sample_idx"]

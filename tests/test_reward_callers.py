@@ -131,6 +131,7 @@ def test_after_torch_is_imported(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_a_ray_task_and_a_ray_actor(tmp_path):
     pytest.importorskip("ray")
     script = tmp_path / "on_ray.py"

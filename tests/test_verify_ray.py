@@ -19,7 +19,7 @@ from ray_cluster import LocalCluster  # noqa: E402 - after the skip
 
 from pipeline.verify.on_ray import verify_on_ray  # noqa: E402
 
-pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # slow: not in the inner loop (README: Tests)
 
 CONFIG = VerifyConfig(workers=1, timeout_s=5.0)
 

@@ -1,0 +1,32 @@
+"""The suite's lanes hold (tests/conftest.py, pyproject.toml's addopts): under pytest-xdist each test carries its
+group, and a file runs whole on one worker, so its module fixtures are built once.
+
+pytest 9.2 broke this silently (pytest-xdist issue 1386: xdist writes the group into the legacy ``_nodeid``, which
+9.2 no longer reads): nothing failed, every test was scheduled alone, and the differential corpus (90 s) was built
+twice. This test runs two small files on two workers and fails if that happens again.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FILES = ("tests/test_numbers.py", "tests/test_run_stats.py")
+
+
+def test_each_file_runs_whole_on_one_worker_under_its_group():
+    res = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", *FILES], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    ran = re.findall(r"^\[(gw\d+)\] \[ *\d+%\] PASSED (\S+)", res.stdout, flags=re.M)
+    assert len(ran) >= 10, res.stdout[-2000:]
+    workers = collections.defaultdict(set)
+    for worker, nodeid in ran:
+        path, _, rest = nodeid.partition("::")
+        assert rest.endswith("@" + Path(path).stem), f"{nodeid}: no group in its node id (xdist ignored the lanes)"
+        workers[path].add(worker)
+    assert set(workers) == set(FILES) and all(len(w) == 1 for w in workers.values()), dict(workers)
