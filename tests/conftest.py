@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 from pathlib import Path
 
@@ -41,9 +42,9 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(group[item.nodeid]))
     # The heaviest groups first (xdist hands groups out in collection order with --no-loadscope-reorder), so
     # no long group starts last while the other worker idles; a group's tests keep their order.
-    cost: dict[str, int] = {}
+    cost = collections.Counter()
     for item in items:
-        cost[group[item.nodeid]] = cost.get(group[item.nodeid], 0) + _weight(item)
+        cost[group[item.nodeid]] += _weight(item)
     items.sort(key=lambda item: -cost[group[item.nodeid]])
 
 
@@ -57,17 +58,15 @@ def embedded_model_dir() -> Path:
     """The converted embedded checkpoint at data/models/smollm2-135m-instruct (what `passband prepare-model` writes).
 
     Converted here when missing (about 30 s); a checkpoint for the same GGUF digest is reused. Each xdist worker
-    asks for it: a lock beside the folder lets the first convert it and the others find it done (two conversions
-    at once would swap the folder under an engine reading it).
+    asks for it, under the lock `passband prepare-model` takes: the first converts it, the others find it done (two
+    conversions at once would swap the folder under an engine reading it).
     """
-    from filelock import FileLock
-
+    from pipeline.locks import hold
     from pipeline.model import convert_gguf, find_embedded_gguf
     from pipeline.rollout.policy import EMBEDDED_DIR
 
     out = REPO / "data" / "models" / EMBEDDED_DIR
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out.parent / f".{EMBEDDED_DIR}.tests.lock")):
+    with hold(REPO, "prepare-model", wait_s=600):
         convert_gguf(find_embedded_gguf(), out)
     return out
 
