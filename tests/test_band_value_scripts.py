@@ -127,3 +127,68 @@ def test_progress_reads_the_checkpoints_log_else_the_committed_results_copy(tmp_
     assert arm["seconds_mean"] == 20.0 and (arm["groups"], arm["groups_with_signal"]) == (8, 4)
     lo, hi = arm["signal_share_95"]
     assert lo < 0.5 < hi
+
+
+def test_spearman_and_lr_area_on_known_cases():
+    import numpy as np
+
+    gain = _load("signal_vs_gain")
+    disp = _load("weight_displacement")
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    for mod in (gain, disp):
+        assert mod.spearman(x, x ** 3) == pytest.approx(1.0)  # monotone: rank correlation 1, not Pearson's
+        assert mod.spearman(x, -x) == pytest.approx(-1.0)
+        assert math.isnan(mod.spearman(x, np.ones(4)))
+    assert gain.spearman(np.array([1.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])) == pytest.approx(0.8660254)  # ties
+    # the linear decay over 16 steps: step k runs at (17 - k) / 16 of the rate
+    assert disp.lr_area(1, 16) == pytest.approx(8.5) and disp.lr_area(16, 16) == pytest.approx(1 / 16)
+    assert disp.lr_area(7, 16) == pytest.approx(55 / 16) and disp.lr_area(None, 16) == 0.0
+
+
+def _report(deltas_by_arm: dict) -> dict:
+    policies = [{"arm": "base", "policy": "base"}]
+    for arm, rows in deltas_by_arm.items():
+        policies += [{"arm": arm, "policy": f"{arm}-{i}", "groups": 16, "groups_with_signal": s, "delta": d}
+                     for i, (s, d) in enumerate(rows)]
+    return {"sets": {"heldout": {"policies": policies}}}
+
+
+def test_signal_vs_gain_finds_a_planted_within_arm_correlation(monkeypatch):
+    gain = _load("signal_vs_gain")
+    monkeypatch.setattr(gain, "SHUFFLES", 400)
+    # within each arm the change rises with the signal; across arms the levels are unrelated
+    planted = _report({"a": [(s, 0.01 * s) for s in range(2, 10)], "b": [(s, 0.3 + 0.01 * s) for s in range(1, 9)]})
+    r = gain.analyse(planted)["heldout"]
+    assert r["runs"] == 16
+    assert r["change"]["rho_within_arms"] == pytest.approx(1.0) and r["change"]["p_within_arms"] < 0.01
+    assert r["change"]["per_arm"] == {"a": pytest.approx(1.0), "b": pytest.approx(1.0)}
+    assert r["few_signal"]["runs"] == 7 and r["many_signal"]["runs"] == 0
+    # no relation: changes in no order of the signal, the permutation p is large
+    flat = _report({"a": list(enumerate([0.1, -0.2, 0.05, 0.0, -0.1, 0.2, -0.05, 0.15]))})
+    assert gain.analyse(flat)["heldout"]["change"]["p"] > 0.2
+
+
+def test_weight_displacement_over_made_up_checkpoints(tmp_path):
+    import torch
+    import yaml
+    from safetensors.torch import save_file
+
+    disp = _load("weight_displacement")
+    (tmp_path / "band_value.yaml").write_text(yaml.safe_dump({"grpo": {"steps": 4}}))
+    base = {"w": torch.ones(4, 4), "b": torch.ones(4)}
+    (tmp_path / "base").mkdir()
+    save_file(base, str(tmp_path / "base" / "model.safetensors"))
+    moved = {"w": torch.ones(4, 4), "b": torch.ones(4)}
+    moved["w"][0, :2] += 0.5  # 2 of 20 weights moved by 0.5: distance sqrt(0.5) / sqrt(20)
+    ck = tmp_path / "data" / "checkpoints" / "hard-d0-s1"
+    ck.mkdir(parents=True)
+    save_file(moved, str(ck / "model.safetensors"))
+    (ck / "train_log.json").write_text(json.dumps({"log": [{"step": k, "reward_std": s} for k, s in
+                                                            ((1, 0.0), (2, 0.4), (3, 0.0), (4, 0.3))]}))
+    (tmp_path / "data" / "checkpoints" / "hard-d0-s2").mkdir()  # no weights (evicted from the cache): skipped
+    [row] = disp.runs(tmp_path / "base", root=tmp_path)
+    assert row["run"] == "hard-d0-s1" and row["arm"] == "hard"
+    assert (row["signal_steps"], row["first_signal_step"]) == (2, 2)
+    assert row["lr_area_from_first"] == pytest.approx((3 + 2 + 1) / 4)
+    assert row["relative_distance"] == pytest.approx(math.sqrt(0.5) / math.sqrt(20))
+    assert row["changed_share"] == pytest.approx(2 / 20)
