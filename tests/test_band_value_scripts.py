@@ -192,3 +192,16 @@ def test_weight_displacement_over_made_up_checkpoints(tmp_path):
     assert row["lr_area_from_first"] == pytest.approx((3 + 2 + 1) / 4)
     assert row["relative_distance"] == pytest.approx(math.sqrt(0.5) / math.sqrt(20))
     assert row["changed_share"] == pytest.approx(2 / 20)
+
+
+def test_power_runs_needed_and_over_a_made_up_report():
+    power = _load("power")
+    # the textbook figure: d = 1 sd per arm, two-sided 0.05, 80 % power -> 2 (1.96 + 0.84)^2 = 15.7 runs an arm
+    assert power.runs_needed(0.1, 0.1, 0.1, 0.05) == pytest.approx(15.70, abs=0.01)
+    assert power.runs_needed(0.1, 0.1, 0.1, 0.05 / 8) > power.runs_needed(0.1, 0.1, 0.1, 0.05)
+    assert power.runs_needed(0.0, 0.1, 0.1, 0.05) == math.inf
+    report = _report({"a": [(8, 0.10), (8, 0.20)], "b": [(2, 0.0), (2, 0.0)]})
+    report["sets"]["heldout"]["contrasts"] = [{"better": "a", "worse": "b"}]
+    [c] = power.analyse(report)["heldout"]["contrasts"]
+    assert c["diff"] == pytest.approx(0.15) and c["sd"] == [pytest.approx(0.0707107), 0.0]
+    assert c["runs_needed_alpha_05"] == pytest.approx(7.849 * 0.005 / 0.0225, rel=1e-3)
