@@ -13,13 +13,12 @@ test: it takes the measured difference as the true one, and the winner's curse m
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from signal_vs_gain import read_report  # beside this script
+
 NORMAL = statistics.NormalDist()
 
 
@@ -54,15 +53,9 @@ def analyse(report: dict) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--report", type=Path, default=HERE / "data" / "report" / "band_value.json",
-                    help="the report's JSON (default: %(default)s)")
-    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = ap.parse_args()
-    if not args.report.exists():
-        raise SystemExit(f"{args.report}: no report yet; run `dvc repro -s experiments/band_value/dvc.yaml:report`")
-    res = analyse(json.loads(args.report.read_text(encoding="utf-8")))
-    if args.json:
+    report, as_json = read_report(__doc__.split("\n\n")[0])
+    res = analyse(report)
+    if as_json:
         print(json.dumps(res, indent=2, default=str))
         return
     for name, r in res.items():

@@ -97,16 +97,22 @@ def analyse(report: dict) -> dict:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def read_report(description: str) -> tuple[dict, bool]:
+    """The command line these report readers share: ``--report PATH`` (its JSON, loaded) and ``--json``."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--report", type=Path, default=HERE / "data" / "report" / "band_value.json",
                     help="the report's JSON (default: %(default)s)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
     if not args.report.exists():
         raise SystemExit(f"{args.report}: no report yet; run `dvc repro -s experiments/band_value/dvc.yaml:report`")
-    res = analyse(json.loads(args.report.read_text(encoding="utf-8")))
-    if args.json:
+    return json.loads(args.report.read_text(encoding="utf-8")), args.json
+
+
+def main() -> None:
+    report, as_json = read_report(__doc__.split("\n\n")[0])
+    res = analyse(report)
+    if as_json:
         print(json.dumps(res, indent=2))
         return
     for name, r in res.items():

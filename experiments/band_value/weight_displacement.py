@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from signal_vs_gain import spearman  # beside this script
 
 HERE = Path(__file__).resolve().parent
 BASE = HERE.parent.parent / "data" / "models" / "smollm2-135m-instruct"
@@ -35,17 +36,6 @@ def lr_area(first: int | None, steps: int) -> float:
     if first is None:
         return 0.0
     return sum((steps - k + 1) / steps for k in range(first, steps + 1))
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    def ranks(a: np.ndarray) -> np.ndarray:
-        r = np.empty(len(a))
-        r[np.argsort(a, kind="stable")] = np.arange(len(a), dtype=float)
-        for v in np.unique(a):
-            r[a == v] = r[a == v].mean()
-        return r
-    rx, ry = ranks(x), ranks(y)
-    return float(np.corrcoef(rx, ry)[0, 1]) if rx.std() and ry.std() else float("nan")
 
 
 def displacement(base: dict, weights: dict) -> tuple[float, float]:
