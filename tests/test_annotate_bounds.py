@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 import yaml
 from click.testing import CliRunner
+from cpu_clock import tree_cpu_s
 
 from pipeline.annotate import annotate_tables, run
 from pipeline.annotate import core as annotate_core
@@ -74,9 +75,9 @@ def test_the_reproductions_finish_through_the_stage_with_their_records(tmp_path)
         ("How many ways, modulo 7, are there?", "3",
          [(f"{BINOM}. The answer is 3.", "correct", "3"), (" The answer is 1.", "incorrect", "1")]),
     ])
-    t = time.perf_counter()
+    t = tree_cpu_s()
     result = run(load_params(tmp_path / "params.yaml"), root=tmp_path, progress=False, plots=False)
-    assert time.perf_counter() - t < 60  # sqrt alone ran past 60 s before (4.3 GB in sympy)
+    assert tree_cpu_s() - t < 60  # CPU seconds: sqrt alone ran past 60 s before (4.3 GB in sympy)
     assert result.groups == 3 and result.detector_errors == {}
     flags = flags_of(tmp_path)
     # "1 + ... + 1 = 1201" is a true statement that computes the answer: read, not a crash, and not unsupported
@@ -142,9 +143,18 @@ ROW = {"problem_id": "p", "policy_id": "q", "sample_idx": 0, "status": "correct"
        "n_correct": 4, "pass_rate": 0.5, "ref_steps": 3, "median_correct_steps": 3.0}
 
 
+@pytest.fixture(scope="module")
+def warm_detectors() -> None:
+    """Each detector once on a short text first: its first call imports sympy's LaTeX parser (about a second of
+    CPU), which is start-up, not the cost of the text the bound is about."""
+    text = r"$\sqrt{2} \cdot 2^{3} = 4$. $\frac{1}{2} + (3) = 5$. The answer is \boxed{5}."
+    for detector in DETECTORS.values():
+        detector.detect({**ROW, "completion": text, "steps": 2}, FlagOptions())
+
+
 @pytest.mark.parametrize("case", list(ADVERSARIAL))
 @pytest.mark.parametrize("name", list(DETECTORS))
-def test_every_detector_is_bounded_on_adversarial_text(name, case):
+def test_every_detector_is_bounded_on_adversarial_text(warm_detectors, name, case):
     text = ADVERSARIAL[case]
     row = {**ROW, "completion": text, "steps": text.count("=")}
     t = time.process_time()

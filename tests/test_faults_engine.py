@@ -89,12 +89,14 @@ def test_server_returning_500s_mid_run(tmp_path, reference):
     _check_failed_then_resume(res, tmp_path / "w", reference, posts_bound=6 + 3, srv_posts=posts)
 
 
+# A hang waits without using the CPU, so no CPU bound can see it: the kill switch is the wall clock, set far
+# past the run (3 attempts x 0.3 s plus back-off, seconds on a quiet machine), and the bound itself is the
+# attempt count _check_failed_then_resume asserts.
+@pytest.mark.timeout(300)
 def test_server_hanging_mid_run(tmp_path, reference):
     script = {i: -1 for i in range(5, 100)}  # each request past the 5th hangs past the client's timeout
     with Server(script=script) as srv:
-        t0 = time.monotonic()
         res = _rollout(_repo(tmp_path / "w", srv.url, timeout_s=0.3))
-        assert time.monotonic() - t0 < 20  # bounded: 3 attempts x 0.3 s plus back-off, not a hang
         posts = srv.posts
     _check_failed_then_resume(res, tmp_path / "w", reference, posts_bound=5 + 3, srv_posts=posts)
 
@@ -127,6 +129,7 @@ def test_server_stopping_mid_run(tmp_path, reference):
 
 # --- the real vLLM engine: its worker process killed mid-run ------------------------------------
 
+@pytest.mark.timeout(120)  # the kill switch: without the watchdog the wait below blocks forever
 def test_watchdog_turns_a_dead_worker_into_an_error_even_in_a_blocking_wait():
     import queue
     import threading
@@ -135,11 +138,9 @@ def test_watchdog_turns_a_dead_worker_into_an_error_even_in_a_blocking_wait():
 
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     threading.Timer(0.3, worker.kill).start()
-    t0 = time.monotonic()
     with pytest.raises(EngineDied, match=rf"engine worker process {worker.pid} died"), \
             dies_with({worker.pid}, engine="test", poll_s=0.1):
         queue.Queue().get()  # blocks forever, as vLLM waits on a dead worker
-    assert time.monotonic() - t0 < 10
     worker.wait()
     with dies_with({os.getpid()}, engine="test", poll_s=0.05):  # a live worker: no error
         time.sleep(0.3)

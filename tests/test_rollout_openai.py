@@ -146,15 +146,16 @@ def test_concurrency_is_bounded():
     assert len(out) == 24 and 1 < srv.max_active <= 3  # never more than the bound (exactly 3 unless the box is loaded)
 
 
+# a wait for a server uses no CPU, so its bound is a kill switch on the wall clock: far past the 0.5 s asked for,
+# short of the 60 s default a start that ignored startup_timeout_s would wait
+@pytest.mark.timeout(30)
 def test_start_checks_the_served_model_and_waits_for_the_server():
     with Server(model="other") as srv:
         with pytest.raises(EngineError, match=r"serves \['other'\], not 'm'"):
             engine(srv.url).start()
         assert engine(srv.url, served_model="other").start() >= 0
-    t0 = time.monotonic()
     with pytest.raises(EngineError, match="no server at"):
         engine("http://127.0.0.1:9/v1", startup_timeout_s=0.5).start()
-    assert time.monotonic() - t0 < 5
 
 
 # --- several servers (a fleet of `vllm serve` replicas) ------------------------------------------

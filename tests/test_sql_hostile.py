@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import time
 from pathlib import Path
 
 import duckdb
@@ -225,13 +224,11 @@ def test_the_connection_itself_is_locked_down(repo, tmp_path):
                             "autoload_known_extensions": "false", "autoinstall_known_extensions": "false"}
         allowed = con.execute("SELECT value FROM duckdb_settings() WHERE name = 'allowed_directories'").fetchone()[0]
         assert f"{Path.cwd()}/.tmp/" not in allowed  # DuckDB's default spill folder, in the working folder
-        t0 = time.monotonic()
         for text in (f"COPY (SELECT 1) TO {sql_literal(str(tmp_path / 'x.csv'))}", "SELECT * FROM read_text('/etc/hostname')",
                      f"ATTACH {sql_literal(str(tmp_path / 'x.duckdb'))}", "INSTALL httpfs", "LOAD httpfs",
                      "SELECT * FROM 'https://example.com/x.parquet'"):
-            with pytest.raises(duckdb.PermissionException):
+            with pytest.raises(duckdb.PermissionException):  # refused: a download that failed would be an IOException
                 con.execute(text)
-        assert time.monotonic() - t0 < 10  # refused, not a download that timed out
         for text in ("SET enable_external_access = true", "SET allowed_directories = ['/']", "RESET lock_configuration",
                      "SET autoinstall_known_extensions = true"):
             with pytest.raises(duckdb.InvalidInputException, match="configuration has been locked"):

@@ -2,7 +2,8 @@
 in-process fast path, gold checks and grading in the pool (timeout / error / no_answer within the bound).
 
 The "< 1 s" limits prove "bounded", not speed: before, ``","*40000`` took 20 s in is_the_answer and
-``"1,"*500000`` more than 60 s.
+``"1,"*500000`` more than 60 s. Every limit is CPU time (this process's, or with the pool's workers, the
+process tree's: tests/cpu_clock.py), so other work on the machine does not count against it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 import time
 
 import pytest
+from cpu_clock import tree_cpu_s
 
 from pipeline.gold import MAX_GOLD_CHARS, boxed_gold, gsm8k_gold
 from pipeline.verify import judge, judge_many
@@ -44,13 +46,13 @@ EXTRACTORS = ["boxed", "gsm8k", "answer_is", "is_the_answer", "last_number"]
 def test_every_extractor_is_bounded_on_hostile_text(name):
     text = HOSTILE[name]
     for rule in EXTRACTORS:  # each rule on the whole megabyte, not only the searched tail
-        t = time.perf_counter()
+        t = time.process_time()
         get_extractor(rule)(text)
-        assert time.perf_counter() - t < 1.0, rule
-    t = time.perf_counter()
+        assert time.process_time() - t < 1.0, rule
+    t = time.process_time()
     extract(text, extractors=EXTRACTORS)
     candidates(text)
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
 
 
 def test_only_the_tail_is_searched():
@@ -151,33 +153,33 @@ HOSTILE_CHECKS = [
 def test_hostile_checks_end_in_a_status_within_the_bound():
     timeout = 1.0
     pairs = [(g, c) for g, c, _ in HOSTILE_CHECKS] + [("42", "The answer is 42."), ("2", "$\\sqrt{4}$ is the answer")]
-    t = time.monotonic()
+    t = tree_cpu_s()
     got = judge_many(pairs, options={"timeout_s": timeout}, workers=2)
-    elapsed = time.monotonic() - t
+    cpu = tree_cpu_s() - t
     for (gold, completion, allowed), j in zip(HOSTILE_CHECKS, got, strict=False):
         assert j.status in allowed, (gold[:40], completion[:40], j)
     assert [j.status for j in got[-2:]] == ["correct", "correct"]
-    # each poisoned check costs at most its bound (CPU; wall at most 3x on a busy box) plus a worker restart
-    assert elapsed < len(HOSTILE_CHECKS) * (3 * timeout + 2)
+    # each poisoned check costs at most its CPU bound plus a worker restart (and the pool's first start, a few seconds)
+    assert cpu < len(HOSTILE_CHECKS) * (timeout + 2)
 
 
 @pytest.mark.slow
 def test_gold_checks_are_bounded_in_the_pool():
-    t = time.monotonic()
+    t = tree_cpu_s()
     assert gold_parses("\\frac{1}{2}") and gold_parses("x^2+1") and not gold_parses("\\\\")
     assert not gold_parses("(" * 3000 + "1" + ")" * 3000)  # seconds of parsing: past the bound, does not parse
     assert not gold_parses("1+" * MAX_GOLD_CHARS + "1")  # over the cap: not parsed at all
     assert golds_equivalent("0.5", "\\frac{1}{2}") and not golds_equivalent("10^{10^{10}}", "2")
-    assert time.monotonic() - t < 120  # two checks past a 5 s CPU bound (wall at most 3x), the rest milliseconds
+    assert tree_cpu_s() - t < 40  # two checks past a 5 s CPU bound, the pool's start, the rest milliseconds
 
 
 def test_gold_extraction_is_linear():
-    t = time.perf_counter()
+    t = time.process_time()
     with pytest.raises(ValueError):
         boxed_gold("\\boxed{" * 100000)
     assert gsm8k_gold("1," * (MB // 2) + "#### 1,000") == "1000"
     assert boxed_gold("{" * MB + "\\boxed{7}") == "7"
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
 
 
 @pytest.mark.parametrize("answer", [
@@ -188,8 +190,8 @@ def test_answer_normalisation_is_bounded(answer):
     # annotate normalises every candidate answer in its own process; these runs of spaces and dollars were quadratic
     from pipeline.verify.grader import is_equation, normalize
 
-    t = time.perf_counter()
+    t = time.process_time()
     normalize.__wrapped__(answer)
     normalize.__wrapped__(answer, keep_equation=True)
     is_equation(answer)
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
