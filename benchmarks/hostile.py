@@ -8,10 +8,12 @@
 A tiny repository (tests/faultkit.py: 27 synthetic problems, k=4, the fake engine) is built once
 through the real CLI. Each case then runs in a fresh copy of it, as a user would: ``passband
 <command>`` or a plain Python script (no ``if __name__ == "__main__"`` guard) in a child process,
-timed by the wall clock and measured by the child's peak RSS (its VmHWM), and killed at its
-bound's double. A case passes when its outcome is the expected one (a one-line error, or a bounded,
-recorded status), nothing outside passband's own outputs changed (the files a case plants are
-hashed before and after), and it stayed within its time and memory bounds.
+measured by the child's CPU seconds (user + system, from ``wait4``) and peak RSS (its VmHWM). Its
+time bound is on the CPU seconds, which other work on the machine does not stretch; the wall clock
+(also printed) is only a kill switch, far past the bound. A case passes when its outcome is the
+expected one (a one-line error, or a bounded, recorded status), nothing outside passband's own
+outputs changed (the files a case plants are hashed before and after), and it stayed within its
+CPU time and memory bounds.
 
 The table in docs/faults.md ("Hostile input") is this script's output.
 """
@@ -48,7 +50,8 @@ BUILD_STAGES = ["ingest", "rollout", "verify", "annotate", "catalog"]
 @dataclass
 class Run:
     rc: int | None  # None: killed at the hard limit
-    seconds: float
+    seconds: float  # wall clock
+    cpu_s: float  # the child's user + system seconds, and those of the children it waited for
     peak_mib: float
     stdout: str
     stderr: str
@@ -71,7 +74,8 @@ class Result:
     what: str
     bound_s: float
     bound_mib: float
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall clock: reported, not bounded
+    cpu_s: float = 0.0
     peak_mib: float = 0.0
     outcome: str = ""
     untouched: bool = True
@@ -80,16 +84,24 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return self.expected and self.untouched and self.seconds <= self.bound_s and self.peak_mib <= self.bound_mib
+        return self.expected and self.untouched and self.cpu_s <= self.bound_s and self.peak_mib <= self.bound_mib
+
+    def measure(self, *runs: Run) -> None:
+        """The runs' seconds (CPU and wall) added up, and the highest peak."""
+        self.seconds, self.cpu_s = sum(r.seconds for r in runs), sum(r.cpu_s for r in runs)
+        self.peak_mib = max(r.peak_mib for r in runs)
 
 
 def run(argv: list[str], cwd: Path, *, limit_s: float, env: dict | None = None) -> Run:
-    """Run ``argv`` in ``cwd``; wall time, the child's peak RSS, output.
+    """Run ``argv`` in ``cwd``; wall time, the child's CPU time and peak RSS, output.
 
     The peak is the child's own VmHWM, read every 10 ms until it exits (a high-water mark, so the last
     read is its peak up to 10 ms before the end). Not ``wait4``'s ``ru_maxrss``: Linux carries the
     forking parent's high-water mark across ``exec`` into it, so every child looked as big as this
-    harness. The verify workers a child starts are processes of their own, not counted.
+    harness. The CPU seconds are ``wait4``'s: the child's and those of the children it waited for. The
+    verify workers a child starts (forked by passband's forkserver, which the child does not wait for) are
+    not counted in either: each of their checks has its own CPU bound (tests/test_verify_pool.py).
+    ``limit_s`` is the kill switch, on the wall clock.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
@@ -99,14 +111,14 @@ def run(argv: list[str], cwd: Path, *, limit_s: float, env: dict | None = None) 
         peak_kib = 0
         while True:
             peak_kib = max(peak_kib, hwm_kib(proc.pid))
-            pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 rc = os.waitstatus_to_exitcode(status)
                 break
             if time.monotonic() - t0 > limit_s:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                _, status, _ = os.wait4(proc.pid, 0)
+                _, status, usage = os.wait4(proc.pid, 0)
                 rc = None
                 break
             time.sleep(0.01)
@@ -116,7 +128,7 @@ def run(argv: list[str], cwd: Path, *, limit_s: float, env: dict | None = None) 
             os.killpg(proc.pid, signal.SIGKILL)
         out.seek(0)
         err.seek(0)
-        return Run(rc, seconds, peak_kib / 1024, out.read().decode(errors="replace"),
+        return Run(rc, seconds, usage.ru_utime + usage.ru_stime, peak_kib / 1024, out.read().decode(errors="replace"),
                    err.read().decode(errors="replace"))
 
 
@@ -177,7 +189,7 @@ def case(name: str, what: str, *, bound_s: float = 10.0, bound_mib: float = 600.
 
 
 def _expect_error(res: Result, r: Run, *, must_say: str | None = None) -> None:
-    res.seconds, res.peak_mib = r.seconds, r.peak_mib
+    res.measure(r)
     res.outcome = r.error_line[:160] if r.rc else f"exit {r.rc}: {(r.stdout.strip().splitlines() or [''])[-1][:120]}"
     res.expected = r.one_line_error and (must_say is None or must_say.lower() in r.error_line.lower())
 
@@ -219,7 +231,7 @@ def _(root: Path, res: Result) -> None:
         p.setdefault("paths", {})["problems"] = "mydata"
     set_params(root, edit)
     r = cli(root, "ingest", limit_s=60)
-    res.seconds, res.peak_mib = r.seconds, r.peak_mib
+    res.measure(r)
     res.outcome = r.error_line[:160] if r.rc else "exit 0"
     res.expected = r.rc == 0 or r.one_line_error
     res.untouched = digest(root / "mydata" / "source.parquet") == before
@@ -248,7 +260,7 @@ def _(root: Path, res: Result) -> None:
         (root / "data" / "verdicts").symlink_to(outside, target_is_directory=True)
         r1 = cli(root, "verify", limit_s=60)
         r2 = cli(root, "doctor", "--repair", limit_s=60)
-        res.seconds, res.peak_mib = r1.seconds + r2.seconds, max(r1.peak_mib, r2.peak_mib)
+        res.measure(r1, r2)
         res.outcome = f"verify: {r1.error_line[:80] or 'exit 0'} | doctor: {(r2.error_line or r2.stdout.strip())[-80:]}"
         # verify must refuse (it would write into the user's folder); doctor must not claim a move it did not make
         claimed = "moved 1" in (r2.stdout + r2.stderr) and (outside / "results.parquet").exists()
@@ -358,7 +370,7 @@ def _(root: Path, res: Result) -> None:
     try:
         r1 = cli(work, "catalog", limit_s=60)
         r2 = cli(work, "sql", "SELECT count(*) AS n FROM problems", limit_s=60)
-        res.seconds, res.peak_mib = r1.seconds + r2.seconds, max(r1.peak_mib, r2.peak_mib)
+        res.measure(r1, r2)
         why = f": {r2.error_line or r1.error_line}" if r1.rc or r2.rc else ""
         res.outcome = f"catalog exit {r1.rc}, sql exit {r2.rc}{why}"
         res.expected = r1.rc == 0 and r2.rc == 0 and "27" in r2.stdout
@@ -372,7 +384,7 @@ def _(root: Path, res: Result) -> None:
     try:
         r1 = cli(work, "catalog", limit_s=60)
         r2 = cli(work, "sql", "SELECT count(*) AS n FROM problems", limit_s=60)
-        res.seconds, res.peak_mib = r1.seconds + r2.seconds, max(r1.peak_mib, r2.peak_mib)
+        res.measure(r1, r2)
         pwned = [p for p in (work / "pwned.csv", work.parent / "pwned.csv", Path.cwd() / "pwned.csv") if p.exists()]
         res.outcome = f"catalog exit {r1.rc}, sql exit {r2.rc}; COPY ran: {bool(pwned)}"
         res.expected = r1.rc == 0 and r2.rc == 0 and not pwned
@@ -395,7 +407,7 @@ def _judge_script(gold: str, completion_expr: str) -> str:
 
 
 def _bounded_status(res: Result, r: Run, allowed: set[str]) -> None:
-    res.seconds, res.peak_mib = r.seconds, r.peak_mib
+    res.measure(r)
     status = (r.stdout.split() or ["-"])[0]
     res.outcome = f"status {status}" if r.rc == 0 else f"exit {r.rc}: {r.error_line[:120]}"
     res.expected = r.rc == 0 and status in allowed
@@ -436,7 +448,7 @@ def _(root: Path, res: Result) -> None:
         from pipeline.rewards import compute_score
         print("score", compute_score("gsm8k", "The answer is 7. " * 60000, "7"))
     """, limit_s=60)
-    res.seconds, res.peak_mib = r.seconds, r.peak_mib
+    res.measure(r)
     res.outcome = r.stdout.strip()[-40:] if r.rc == 0 else f"exit {r.rc}: {r.error_line[:120]}"
     res.expected = r.rc == 0 and r.stdout.split()[:1] == ["score"]
 
@@ -461,7 +473,7 @@ def _annotate_with(root: Path, res: Result, completion: str) -> None:
             write_table(t, shard, name="rollouts")
             break
     r = cli(root, "annotate", limit_s=max(60.0, res.bound_s * 2))
-    res.seconds, res.peak_mib = r.seconds, r.peak_mib
+    res.measure(r)
     res.outcome = "annotate exit 0" if r.rc == 0 else f"exit {r.rc}: {r.error_line[:140]}"
     # the problem is annotated (its difficulty row counts the sample), and no detector crashed on the text
     diff = read_table(root / "data" / "difficulty", name="difficulty")
@@ -506,7 +518,7 @@ def _ingest_lines(root: Path, res: Result, lines: list[bytes] | Callable[[Path],
     set_params(root, _user_source("jsonl", "input.jsonl"))
     before = digest(src)
     r = cli(root, "ingest", limit_s=limit_s)
-    res.seconds, res.peak_mib = r.seconds, r.peak_mib
+    res.measure(r)
     res.untouched = digest(src) == before
     if r.rc != 0:
         res.outcome = f"exit {r.rc}: {r.error_line[:140]}"
@@ -624,17 +636,18 @@ def run_cases(names: list[str] | None = None, *, quick: bool = False, log=print)
                 res.outcome = f"harness: {type(exc).__name__}: {exc}"[:160]
                 res.expected = False
             results.append(res)
-            log(f"{'ok  ' if res.ok else 'FAIL'} {name:32s} {res.seconds:7.2f} s {res.peak_mib:7.0f} MiB  {res.outcome}")
+            log(f"{'ok  ' if res.ok else 'FAIL'} {name:32s} {res.cpu_s:7.2f} s CPU {res.seconds:7.2f} s wall "
+                f"{res.peak_mib:7.0f} MiB  {res.outcome}")
             shutil.rmtree(work, ignore_errors=True)
     return results
 
 
 def markdown(results: list[Result]) -> str:
-    rows = ["| case | input | outcome | time (bound) | peak RSS (bound) | nothing else touched | within bounds |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| case | input | outcome | CPU time (bound) | wall | peak RSS (bound) | nothing else touched | within bounds |",
+            "|---|---|---|---|---|---|---|---|"]
     for r in results:
         outcome, what = (t.replace("|", "\\|") for t in (r.outcome, r.what))
-        rows.append(f"| `{r.case}` | {what} | {outcome} | {r.seconds:.2f} s ({r.bound_s:g} s) "
+        rows.append(f"| `{r.case}` | {what} | {outcome} | {r.cpu_s:.2f} s ({r.bound_s:g} s) | {r.seconds:.2f} s "
                     f"| {r.peak_mib:.0f} MiB ({r.bound_mib:g}) | {'yes' if r.untouched else '**no**'} "
                     f"| {'yes' if r.ok else '**no**'} |")
     return "\n".join(rows)
