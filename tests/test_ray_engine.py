@@ -7,6 +7,7 @@ The last test also starts two vLLM replicas (marked `engine`).
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from pathlib import Path
@@ -70,6 +71,30 @@ def test_a_replica_engine_error_stops_the_run_naming_the_request():
         eng.generate(_requests())
 
 
+class Alarm(Exception):
+    """What a signal handler raises: a time limit, a watchdog."""
+
+
+def test_what_a_signal_handler_raises_in_a_blocking_wait_comes_out_as_itself():
+    """Ray runs Python signal handlers inside its blocking calls and passes on only KeyboardInterrupt and SystemExit:
+    anything else came out as ``SystemError: <cyfunction CoreWorker.wait ...> returned a result with an exception
+    set`` (how pytest-timeout's alarm read when a loaded machine stretched a test past its limit)."""
+    def ring(signum, frame):
+        raise Alarm("time is up")
+
+    eng = create_engine("ray", SPEC, {"replicas": 1, "local_num_cpus": 1, "batch_size": 1, "replica_engine": "fake",
+                                      "replica_options": {"delay_s": 1.0}})
+    previous = signal.signal(signal.SIGUSR2, ring)
+    try:
+        with eng:
+            # 8 samples of 1 s each: the driver waits in ray.wait nearly all the time when the signal lands
+            threading.Timer(2.5, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR2)).start()
+            with pytest.raises(Alarm, match="time is up"):
+                eng.generate(_requests(n=4, k=2))
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+
+
 def test_replicas_that_cannot_be_placed_fail_at_start_naming_the_resources():
     eng = create_engine("ray", SPEC, {"replicas": 1, "local_num_cpus": 1, "replica_engine": "fake",
                                       "resources": {"nowhere": 1}, "start_timeout_s": 3})
@@ -101,7 +126,9 @@ def _params(root: Path, ray_options: dict, *, n: int, k: int, policy: dict, shar
     return root / "params.yaml"
 
 
-def _kill_when(cluster: LocalCluster, ready, timeout_s: float = 240) -> threading.Thread:
+def _kill_when(cluster: LocalCluster, ready, timeout_s: float = 900) -> threading.Thread:
+    """Kill the worker node once ``ready()`` (the run is under way), or after ``timeout_s``: a kill switch only, far
+    past the time a busy machine takes to get there, since a kill before the replicas are up tests something else."""
     def watch() -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not ready():
@@ -117,7 +144,7 @@ def _keys(t: pa.Table) -> list[tuple[str, int]]:
     return list(zip(t.column("problem_id").to_pylist(), t.column("sample_idx").to_pylist(), strict=True))
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)  # a kill switch, with room for a busy machine
 def test_worker_killed_fails_cleanly_and_a_rerun_generates_only_the_missing_keys(tmp_path):
     fake = {"model": "test/m", "revision": "r1", "sampling": {"temperature": 0.8, "max_tokens": 16}}
     with LocalCluster() as cluster:
@@ -149,7 +176,7 @@ def test_worker_killed_fails_cleanly_and_a_rerun_generates_only_the_missing_keys
 
 
 @pytest.mark.engine
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(1200)  # a kill switch: 187 s on a quiet 2-core box, room for one at a quarter of its CPU
 def test_vllm_replicas_on_two_nodes_survive_a_worker_kill_with_identical_completions(vllm_engine, embedded_model_dir,
                                                                                        tmp_path):
     sampling = {"temperature": 0.8, "top_p": 1.0, "top_k": -1, "max_tokens": 24, "stop": ["\nQ:", "\n\n"]}

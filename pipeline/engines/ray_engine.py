@@ -16,6 +16,13 @@ the others; when none is left the engine raises :class:`EngineError`, and the sa
 yielded (the stage has written their shards) stay done: a re-run generates only the missing
 keys. An error raised by the replica's engine itself stops the run with the request named.
 
+Ray's blocking calls (``ray.get``, ``ray.wait``) run the process's Python signal handlers from
+inside C++, to notice ^C, and pass on only ``KeyboardInterrupt`` and ``SystemExit``: any other
+exception a handler raises there (a time limit's alarm, passband's engine watchdog, pytest-timeout)
+comes out as ``SystemError: <cyfunction CoreWorker.wait ...> returned a result with an exception
+set``, with the handler's exception as its cause. :func:`_signals_unmasked` raises that exception
+itself, so a time limit reads as a time limit.
+
 This is what ``ray.data.llm`` does inside (an actor pool of vLLM engines). ``ray.data.llm``
 itself is not used: see docs/cluster.md for why, and which path is tested where.
 
@@ -43,6 +50,17 @@ from pipeline.engines.registry import Engine, EngineError, ModelSpec, Request, S
 from pipeline.engines.vllm_env import allowed_cores, cpu_ranges
 
 _QUEUED_PER_REPLICA = 2
+
+
+@contextlib.contextmanager
+def _signals_unmasked() -> Iterator[None]:
+    """Raise what a signal handler raised during a blocking Ray call, not the SystemError Ray turns it into."""
+    try:
+        yield
+    except SystemError as exc:
+        if exc.__cause__ is None or "returned a result with an exception set" not in str(exc):
+            raise
+        raise exc.__cause__.with_traceback(exc.__cause__.__traceback__) from None
 
 
 class RayOptions(Model):
@@ -145,7 +163,8 @@ class RayEngine(Engine):
                                        self._replica_env(rank, gpus))
                           for rank in range(opts.replicas)]
         try:
-            ready = ray.get([r.ready.remote() for r in self._replicas], timeout=opts.start_timeout_s)
+            with _signals_unmasked():
+                ready = ray.get([r.ready.remote() for r in self._replicas], timeout=opts.start_timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise EngineError(f"ray: {opts.replicas} replicas not ready after {opts.start_timeout_s:.0f}s; each needs "
                               f"{opts.num_cpus} CPU, {gpus} GPU, {opts.resources or 'no custom resources'} "
@@ -176,7 +195,8 @@ class RayEngine(Engine):
         self.start()
         for r in list(self._replicas):
             try:
-                return self._ray.get(r.prompt_problem.remote(request))
+                with _signals_unmasked():
+                    return self._ray.get(r.prompt_problem.remote(request))
             except self._ray.exceptions.RayActorError:
                 self._replicas.remove(r)
         raise EngineError(f"ray: no replica left to check request {request.id}")
@@ -209,10 +229,12 @@ class RayEngine(Engine):
                 if not inflight:
                     raise EngineError(f"ray: every replica was lost ({'; '.join(lost)}); {sum(map(len, pending))} "
                                       f"samples not generated: re-run to generate the missing keys")
-                [ref], _ = ray.wait(list(inflight), num_returns=1)
+                with _signals_unmasked():
+                    [ref], _ = ray.wait(list(inflight), num_returns=1)
                 r, batch = inflight.pop(ref)
                 try:
-                    out = ray.get(ref)
+                    with _signals_unmasked():
+                        out = ray.get(ref)
                 except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                     if r in load:  # its other batches fail the same way: the replica is dropped once
                         del load[r]
