@@ -66,6 +66,7 @@ def flags_of(tmp: Path) -> dict[tuple[str, int], dict[str, dict]]:
     return out
 
 
+@pytest.mark.timing
 def test_the_reproductions_finish_through_the_stage_with_their_records(tmp_path):
     build(tmp_path, [
         ("What is the sum of the ones written in the working?", "1201",
@@ -152,6 +153,7 @@ def warm_detectors() -> None:
         detector.detect({**ROW, "completion": text, "steps": 2}, FlagOptions())
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("case", list(ADVERSARIAL))
 @pytest.mark.parametrize("name", list(DETECTORS))
 def test_every_detector_is_bounded_on_adversarial_text(warm_detectors, name, case):
@@ -203,6 +205,7 @@ def test_long_text_batches_are_sized_by_bytes(monkeypatch):
 
 # -- the evaluator: bounded, iterative, and Python's arithmetic --------------------------------------------------
 
+@pytest.mark.timing
 def test_reproductions_in_the_evaluator():
     assert evaluate("1 + " * 1200 + "1") == 1201
     assert evaluate("(" * 20_000 + "3" + ")" * 20_000) == 3

@@ -159,6 +159,44 @@ def test_the_rule_leaves_cpu_time_ratios_and_deadlines_alone(source):
     assert wall_clock_bounds(source) == [], source
 
 
+CPU_CLOCKS = frozenset({"process_time", "process_time_ns", "tree_cpu_s", "getrusage"})
+
+
+def _marks_timing(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "timing" for n in ast.walk(node))
+
+
+def unmarked_cpu_bounds(source: str) -> list[str]:
+    """The tests that read a CPU clock without the ``timing`` mark (tests/test_under_load.py runs the marked ones
+    beside busy loops, so a bound that only holds on a quiet machine shows)."""
+    tree = ast.parse(source)
+    if any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in n.targets)
+           and _marks_timing(n.value) for n in tree.body):
+        return []
+    found = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
+            called = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", None)
+                      for c in ast.walk(node) if isinstance(c, ast.Call)}
+            if called & CPU_CLOCKS and not any(_marks_timing(d) for d in node.decorator_list):
+                found.append(node.name)
+    return found
+
+
+def test_the_mark_rule_finds_an_unmarked_cpu_bound():
+    body = "    t = time.process_time()\n    work()\n    assert time.process_time() - t < 1.0\n"
+    assert unmarked_cpu_bounds("import time\ndef test_a():\n" + body) == ["test_a"]
+    assert unmarked_cpu_bounds("import time\n@pytest.mark.timing\ndef test_a():\n" + body) == []
+    assert unmarked_cpu_bounds("import time\npytestmark = [pytest.mark.slow, pytest.mark.timing]\ndef test_a():\n"
+                               + body) == []
+
+
+def test_every_cpu_bound_is_marked_timing():
+    found = [f"{path.relative_to(REPO)}::{name}" for path in sorted((REPO / "tests").glob("test_*.py"))
+             for name in unmarked_cpu_bounds(path.read_text())]
+    assert not found, "mark these @pytest.mark.timing: " + ", ".join(found)
+
+
 def test_no_test_bounds_the_wall_clock():
     found = [f"{path.relative_to(REPO)}:{line}" for path in sorted((REPO / "tests").rglob("*.py"))
              for line in wall_clock_bounds(path.read_text())]

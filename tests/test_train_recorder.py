@@ -212,6 +212,7 @@ def test_window_policy_ids_depend_on_run_window_and_base():
 
 @pytest.mark.engine
 @pytest.mark.slow
+@pytest.mark.timing  # the recorder's share of the run: a ratio of two wall-clock figures of one run
 def test_real_grpo_run_records_and_samples(embedded_model_dir, tmp_path):
     """3 GRPO steps on the embedded model with the recorder and the sampler together."""
     from pipeline.rollout.prompts import load_template, render

@@ -42,6 +42,7 @@ HOSTILE = {
 EXTRACTORS = ["boxed", "gsm8k", "answer_is", "is_the_answer", "last_number"]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_every_extractor_is_bounded_on_hostile_text(name):
     text = HOSTILE[name]
@@ -149,6 +150,7 @@ HOSTILE_CHECKS = [
 ]
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_hostile_checks_end_in_a_status_within_the_bound():
     timeout = 1.0
@@ -163,6 +165,7 @@ def test_hostile_checks_end_in_a_status_within_the_bound():
     assert cpu < len(HOSTILE_CHECKS) * (timeout + 2)
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_gold_checks_are_bounded_in_the_pool():
     t = tree_cpu_s()
@@ -173,6 +176,7 @@ def test_gold_checks_are_bounded_in_the_pool():
     assert tree_cpu_s() - t < 40  # two checks past a 5 s CPU bound, the pool's start, the rest milliseconds
 
 
+@pytest.mark.timing
 def test_gold_extraction_is_linear():
     t = time.process_time()
     with pytest.raises(ValueError):
@@ -186,6 +190,7 @@ def test_gold_extraction_is_linear():
     "5" + " " * 100000 + "x", "$" * 100000 + "x", "5" + " " * 100000 + "which", " " * 100000 + "x%x",
     "1" + " " * 100000 + "=" + " " * 100000, "\\$" * 50000 + " " * 100000,
 ])
+@pytest.mark.timing
 def test_answer_normalisation_is_bounded(answer):
     # annotate normalises every candidate answer in its own process; these runs of spaces and dollars were quadratic
     from pipeline.verify.grader import is_equation, normalize

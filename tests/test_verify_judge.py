@@ -54,12 +54,14 @@ def test_judge_many_matches_the_stage():
     assert judge_many([]) == []
 
 
+@pytest.mark.timing
 def test_judge_is_bounded_in_time():
     # a power tower math-verify would evaluate for minutes: the pool's CPU-time kill, not a signal, ends it
     j = judge("1", "The answer is $7^{7^{7^{7}}}$.", options={"timeout_s": 0.5})
     assert j.status == "timeout" and j.extracted == "$7^{7^{7^{7}}}$" and "0.5 s" in j.detail
 
 
+@pytest.mark.timing
 def test_a_slow_gold_is_a_timeout_under_the_pools_deadline():
     # math-verify takes seconds to parse deep parentheses; it used to run under its SIGALRM in the worker's
     # main thread, parse as () when the alarm fired, and become "error: gold does not parse"

@@ -42,6 +42,7 @@ def crash(gold: str, answer: str, *, options: GradeOptions) -> Grade:
     return grade(gold, answer, options=options)
 
 
+@pytest.mark.timing
 def test_poisoned_batch_finishes_within_the_bound():
     timeout = 1.0
     good = [(str(i), str(i)) for i in range(20)] + [("\\frac{1}{2}", "0.5"), ("8", "9")]
