@@ -603,6 +603,184 @@ def _(root: Path, res: Result) -> None:
     res.expected = res.expected and r.rc == 0
 
 
+# recovery, processes and SQL bounds
+
+
+def _current_verdict_shard(root: Path) -> Path:
+    from pipeline.config import load_params
+    from pipeline.verify.core import verifier_id
+
+    short = verifier_id(load_params(root / "params.yaml").verify).split("/")[-1]
+    return next(p for p in sorted((root / "data" / "verdicts").glob("*.parquet")) if p.name.startswith(short))
+
+
+@case("recovery_narrowed_source", "n_per_level 3 → 2, ingest, a new verify.timeout_s, verify; then a verdict shard "
+      "cut short, doctor --repair, verify, annotate, doctor", bound_s=300)
+def _(root: Path, res: Result) -> None:
+    def narrow(p):
+        p["ingest"]["sources"][0]["options"]["n_per_level"] = 2
+        p["verify"]["timeout_s"] = 4.0
+    set_params(root, narrow)
+    runs = [cli(root, "ingest", "--no-progress", limit_s=120), cli(root, "verify", "--no-progress", limit_s=120)]
+    skipped = json.loads((root / "data" / "metrics" / "verify.json").read_text())["skipped_not_in_problems"]
+    shard = _current_verdict_shard(root)
+    shard.write_bytes(shard.read_bytes()[:100])
+    for args in (["doctor", "--repair"], ["verify", "--no-progress"], ["annotate", "--no-progress"], ["doctor"]):
+        runs.append(cli(root, *args, limit_s=120))
+    res.seconds, res.peak_mib = sum(r.seconds for r in runs), max(r.peak_mib for r in runs)
+    failed = [r for r in runs if r.rc != 0]
+    res.outcome = (f"exit {failed[0].rc}: {failed[0].error_line[:120]}" if failed else
+                   f"all exit 0; verify skipped {skipped} rollouts of dropped problems; doctor: nothing to repair")
+    res.expected = not failed and skipped == 36 and "moved 1 path" in runs[2].stdout
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _cpu_s(pid: int) -> float:
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.NoSuchProcess:
+        return 0.0
+    return t.user + t.system
+
+
+def _start(argv: list[str], root: Path) -> subprocess.Popen:
+    """A child in its own session, with SIGINT at its default (a shell's background job inherits it ignored)."""
+    return subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+@case("verify_kill9_orphans", "kill -9 of `passband verify` alone while a worker grades \\boxed{9^{9^{9}}} "
+      "(timeout_s 60; 42 s of CPU 96 s after before); time: from the kill until no worker is left", bound_s=5)
+def _(root: Path, res: Result) -> None:
+    import psutil
+
+    _poison_one_rollout(root, "The answer is $\\boxed{9^{9^{9}}}$.")
+    set_params(root, lambda p: p["verify"].__setitem__("timeout_s", 60.0))
+    proc = _start([PASSBAND, "verify", "--no-progress"], root)
+    family: list[int] = []
+    try:
+        for _ in range(12000):  # until a worker has spent a CPU second on the poisoned item
+            if proc.poll() is not None:
+                break
+            kids = psutil.Process(proc.pid).children(recursive=True)
+            # a worker: the forkserver's child (the forkserver's own start-up costs CPU seconds too)
+            if any(c.ppid() != proc.pid and _cpu_s(c.pid) >= 1.0 for c in kids):
+                family = [c.pid for c in kids]
+                break
+            time.sleep(0.02)
+        peak = hwm_kib(proc.pid) / 1024
+        if not family:
+            res.outcome = f"no busy worker seen (verify exit {proc.poll()})"
+            return
+        busy = max(family, key=_cpu_s)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        t0, cpu0 = time.monotonic(), _cpu_s(busy)
+        while any(_alive(k) for k in family) and time.monotonic() - t0 < 30:
+            time.sleep(0.01)
+        res.seconds, res.peak_mib = time.monotonic() - t0, peak
+        left = [k for k in family if _alive(k)]
+        res.outcome = (f"{len(left)} of {len(family)} processes still alive" if left else
+                       f"forkserver, worker and resource tracker ({len(family)} processes) gone; the worker's CPU "
+                       f"after the kill {max(0.0, _cpu_s(busy) - cpu0):.2f} s")
+        res.expected = not left
+    finally:
+        for k in family:
+            if _alive(k):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(k, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _poison_one_rollout(root: Path, completion: str) -> None:
+    import pyarrow as pa
+
+    from pipeline.io import read_shard, write_table
+    shard = sorted((root / "data" / "rollouts").glob("*.parquet"))[0]
+    t = read_shard(shard, name="rollouts")
+    texts = t["completion"].to_pylist()
+    texts[0] = completion
+    write_table(t.set_column(t.schema.get_field_index("completion"), "completion", pa.array(texts, pa.string())),
+                shard, name="rollouts")
+
+
+ENDLESS = "SELECT count(*) FROM range(1000000000000)"  # range(1e12) is a binder error in this DuckDB (a DOUBLE)
+
+
+@case("sql_endless_query", f"passband sql \"{ENDLESS}\" --timeout 3 (the default is 30 s; unbounded before)",
+      bound_s=30)
+def _(root: Path, res: Result) -> None:
+    _expect_error(res, cli(root, "sql", ENDLESS, "--timeout", "3", limit_s=60), must_say="time limit of 3 s")
+
+
+@case("sql_ctrl_c", f"Ctrl-C (SIGINT) during passband sql \"{ENDLESS}\" (ignored 20 s+ before); time: from the "
+      "SIGINT to the exit", bound_s=10)
+def _(root: Path, res: Result) -> None:
+    proc = _start([PASSBAND, "sql", ENDLESS, "--timeout", "600"], root)
+    try:
+        for _ in range(30000):  # until the query computes: past start-up's 2 CPU seconds
+            if proc.poll() is not None or _cpu_s(proc.pid) > 4:
+                break
+            time.sleep(0.02)
+        peak = hwm_kib(proc.pid) / 1024
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            res.outcome = "still running 60 s after the SIGINT"
+            return
+        r = Run(proc.returncode, time.monotonic() - t0, peak, out, err)
+        _expect_error(res, r, must_say="interrupted (Ctrl-C)")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@case("sql_table_view_1e8_rows", "passband sql \"SELECT * FROM range(100000000)\" (970 MB to show 50 rows before)",
+      bound_s=30, bound_mib=300)
+def _(root: Path, res: Result) -> None:
+    r = cli(root, "sql", "SELECT * FROM range(100000000)", limit_s=60)
+    res.seconds, res.peak_mib = r.seconds, r.peak_mib
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    rows = sum(1 for line in r.stdout.splitlines() if line.startswith("│")) - 1  # less the header
+    res.outcome = f"exit 0: {rows} rows shown; {last}"[:160] if r.rc == 0 else r.error_line[:160]
+    res.expected = r.rc == 0 and last.startswith("(the first 50 rows")
+
+
+@case("sql_planted_spill_folder", "another user's /tmp/passband-sql-<uid>/leak → a private file; passband sql "
+      "\"SELECT * FROM read_text('…/leak')\" (the file's text before)", bound_s=30)
+def _(root: Path, res: Result) -> None:
+    tmp = root.parent / f"{root.name}-tmp"  # TMPDIR: the old spill folder's place, and where a new one would stay
+    tmp.mkdir()
+    try:
+        secret = root.parent / f"{root.name}-secret.txt"
+        secret.write_text("private key material\n")
+        planted = tmp / f"passband-sql-{os.getuid()}"
+        planted.mkdir()
+        (planted / "leak").symlink_to(secret)
+        before = digest(tmp), digest(secret)
+        r = cli(root, "sql", f"SELECT * FROM read_text('{planted / 'leak'}')", limit_s=60, env={"TMPDIR": str(tmp)})
+        _expect_error(res, r, must_say="Permission Error")
+        res.expected = res.expected and "private key" not in r.stdout
+        res.untouched = (digest(tmp), digest(secret)) == before  # also: no spill folder left behind
+        res.outcome = res.outcome.replace(str(tmp), "$TMPDIR")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 BIG = {"ingest_200mb_line", "ingest_300k_rows"}
 
 

@@ -5,7 +5,11 @@ when the repository is moved or cloned (open it from the root: ``duckdb data/pas
 ``passband sql`` builds the same views in memory, with absolute paths, so it always sees the current
 shards, on a locked-down connection (:func:`connect`): one read-only statement, file access only to the
 table folders and the published dataset, no extensions loaded or installed, configuration locked.
-Extra views live as ``pipeline/views/<name>.sql`` files (one SELECT each) and are created
+A user's query (:class:`Limits`) runs in a helper thread under a wall-clock limit (``interrupt()`` at
+the deadline, or at Ctrl-C: DuckDB does not look at signals while it computes), DuckDB's memory limit,
+and a private spill folder (``mkdtemp``, 0700, removed afterwards; DuckDB lets queries read its spill
+folder, so it must be one nobody else can plant a link in) capped in size; the table view fetches only
+the rows it shows. Extra views live as ``pipeline/views/<name>.sql`` files (one SELECT each) and are created
 after the tables, in name order. ``flag_kinds`` (flag, kind, description, measured precision, recall) comes from the flag
 detector registry, so views and queries select e.g. the shortcut flags without naming them;
 ``bands`` (band, band_order, colour, hard) comes from pipeline/bands.py, so views order and
@@ -15,9 +19,14 @@ group bands without naming them. Paths enter SQL only bound (``SET ... = ?``) or
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -40,6 +49,20 @@ READ_ONLY_WORDS = "SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW or SUMMARIZE"
 
 class CatalogError(PassbandError):
     pass
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of one query: wall-clock seconds, DuckDB's memory and spill (MiB), rows fetched (None: every row)."""
+
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+    spill_mb: int = 4096
+    max_rows: int | None = None
+
+
+# what `passband sql` gives a query unless told otherwise (its --help shows them)
+SQL_LIMITS = Limits(timeout_s=30.0, memory_mb=1024, spill_mb=4096)
 
 
 def table_dirs(params: Params) -> dict[str, list[str]]:
@@ -104,7 +127,8 @@ def allowed_directories(params: Params, *, root: Path) -> list[str]:
     return sorted(absolute | relative)
 
 
-def connect(params: Params, *, root: Path = Path(".")) -> duckdb.DuckDBPyConnection:
+def connect(params: Params, *, root: Path = Path("."), limits: Limits = Limits(),
+            spill_dir: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory connection with every view, locked down for SQL from users.
 
     Extension autoload and autoinstall off; external access off except the table folders and the published
@@ -112,12 +136,19 @@ def connect(params: Params, *, root: Path = Path(".")) -> duckdb.DuckDBPyConnect
     then ``lock_configuration``, so no statement can turn any of it back on. No database file is opened:
     the views are built here, over the shards as they are now. :func:`query` also refuses any statement
     but one read-only query, since DuckDB lets a COPY write into an allowed folder.
+
+    DuckDB admits its spill folder to every query (by default ``.tmp/`` in the working folder): ``spill_dir``
+    must be a private folder of the caller's (:func:`session` makes one); without it nothing spills.
+    ``limits``: DuckDB's memory limit and the spill's size cap.
     """
     root = Path(root).resolve()
-    # DuckDB also admits its spill folder (by default .tmp/ in the working folder): one of its own instead
-    spill = os.path.join(tempfile.gettempdir(), f"passband-sql-{os.getuid()}")
-    con = duckdb.connect(":memory:", config={"autoload_known_extensions": False,
-                                             "autoinstall_known_extensions": False, "temp_directory": spill})
+    config = {"autoload_known_extensions": False, "autoinstall_known_extensions": False,
+              "temp_directory": spill_dir or ""}
+    if spill_dir:
+        config["max_temp_directory_size"] = f"{limits.spill_mb}MiB"
+    if limits.memory_mb is not None:
+        config["memory_limit"] = f"{limits.memory_mb}MiB"
+    con = duckdb.connect(":memory:", config=config)
     try:
         # DuckDB takes allowed_directories only on a started database, and only while external access is on
         con.execute("SET allowed_directories = ?", [allowed_directories(params, root=root)])
@@ -130,6 +161,78 @@ def connect(params: Params, *, root: Path = Path(".")) -> duckdb.DuckDBPyConnect
         con.close()
         raise
     return con
+
+
+@contextlib.contextmanager
+def session(params: Params, *, root: Path = Path("."), limits: Limits = Limits()) -> Iterator[duckdb.DuckDBPyConnection]:
+    """:func:`connect` with a spill folder of its own: ``mkdtemp`` (0700, a fresh name, so no other user can
+    have planted anything in it or read what spills), removed with everything in it when the block ends."""
+    spill = tempfile.mkdtemp(prefix="passband-sql-")
+    try:
+        con = connect(params, root=root, limits=limits, spill_dir=spill)
+        try:
+            yield con
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _detached(exc: BaseException) -> BaseException:
+    """``exc`` without its tracebacks (and its chained exceptions'): their frames hold the query's open result,
+    and DuckDB refuses to close a connection while one is alive."""
+    seen, stack = set(), [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        e.__traceback__ = None
+        stack += [e.__cause__, e.__context__]
+    return exc
+
+
+def _stop(con: duckdb.DuckDBPyConnection, done: threading.Event) -> None:
+    """Interrupt until the query has stopped: an interrupt that lands before it starts executing is lost."""
+    while not done.is_set():
+        con.interrupt()
+        done.wait(0.05)
+
+
+def _bounded(con: duckdb.DuckDBPyConnection, fetch, *, timeout_s: float | None):
+    """``fetch()`` in a helper thread, the caller waiting: at the deadline or at Ctrl-C the query is interrupted
+    (DuckDB looks at signals only between calls: a ^C during a long query waited for its end). The caller waits
+    on an Event, not ``Thread.join``: a ^C inside Python 3.11's ``join`` marks a running thread as finished."""
+    out: list = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            out.append((True, fetch()))
+        except BaseException as exc:  # handed to the caller's thread
+            out.append((False, _detached(exc)))
+        finally:
+            done.set()
+
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    threading.Thread(target=work, name="passband-sql", daemon=True).start()
+    try:
+        while not done.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                _stop(con, done)
+                out.clear()
+                raise CatalogError(f"SQL error: the query ran past its time limit of {timeout_s:g} s and was stopped; "
+                                   "narrow it (WHERE, LIMIT) or give it more time (--timeout)")
+            done.wait(0.1 if left is None else min(0.1, left))
+    except KeyboardInterrupt:
+        _stop(con, done)
+        out.clear()
+        raise CatalogError("interrupted (Ctrl-C): the query was stopped") from None
+    ok, value = out.pop()
+    if not ok:
+        raise value
+    return value
 
 
 def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
@@ -199,9 +302,11 @@ def read_only_statement(sql: str) -> duckdb.Statement:
     return st
 
 
-def query(params: Params, sql: str, *, root: Path = Path("."), attempts: int = 5):
-    """Run one read-only query ``sql`` over the catalog (:func:`connect`) and return a polars DataFrame;
-    any other statement, and every DuckDB error, becomes one line (a CatalogError).
+def query(params: Params, sql: str, *, root: Path = Path("."), attempts: int = 5, limits: Limits = Limits()):
+    """Run one read-only query ``sql`` over the catalog (:func:`session`) and return a polars DataFrame;
+    any other statement, and every DuckDB error, becomes one line (a CatalogError). ``limits``: its time,
+    memory and spill bounds, and at most how many rows to fetch (the rest are never computed if the plan
+    allows: DuckDB pushes the LIMIT down).
 
     A file error is retried a few times with fresh views (a writer may have replaced or removed
     a shard between DuckDB's listing and its read); if it persists, the shards are checked so a
@@ -209,10 +314,17 @@ def query(params: Params, sql: str, *, root: Path = Path("."), attempts: int = 5
     """
     statement = read_only_statement(sql)
     for attempt in range(attempts):
-        con = None
         try:
-            con = connect(params, root=root)  # views are bound here: a shard's footer is read now
-            return con.sql(statement.query).pl()
+            # views are bound when the session opens: a shard's footer is read now
+            with session(params, root=root, limits=limits) as con:
+                def fetch(con=con):
+                    rel = con.sql(statement.query)
+                    return (rel if limits.max_rows is None else rel.limit(limits.max_rows)).pl()
+                return _bounded(con, fetch, timeout_s=limits.timeout_s)
+        except duckdb.OutOfMemoryException as exc:
+            memory = "DuckDB's default" if limits.memory_mb is None else f"{limits.memory_mb} MiB"
+            raise CatalogError(f"SQL error: {str(exc).splitlines()[0]}; the query needs more than its memory limit "
+                               f"({memory}) and spill ({limits.spill_mb} MiB): narrow it, or raise --memory-mb") from None
         except (duckdb.IOException, duckdb.InvalidInputException) as exc:
             if attempt + 1 < attempts:
                 time.sleep(0.05 * (attempt + 1))
@@ -224,7 +336,4 @@ def query(params: Params, sql: str, *, root: Path = Path("."), attempts: int = 5
                                "and the published dataset (query the views: problems, difficulty, ...)") from None
         except duckdb.Error as exc:
             raise CatalogError(f"SQL error: {str(exc).splitlines()[0]}") from None
-        finally:
-            if con is not None:
-                con.close()
     raise AssertionError("unreachable")  # the last attempt returns or raises

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import click
 import polars as pl
 
-from pipeline.catalog import allowed_directories, build_catalog, query
+from pipeline.catalog import SQL_LIMITS, Limits, allowed_directories, build_catalog, query
 from pipeline.errors import PassbandError
 from pipeline.options import with_params
 
@@ -29,28 +30,51 @@ def catalog(*, params, root) -> None:
               help="Output format. parquet needs --output.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file instead of stdout.")
-@click.option("--max-rows", type=int, default=50, show_default=True, help="Rows shown by --format table.")
+@click.option("--max-rows", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Rows shown by --format table; only these are fetched (the other formats fetch every row).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, max=86400, min_open=True),
+              default=SQL_LIMITS.timeout_s, show_default=True,
+              help="Stop the query after this many seconds (wall clock) with a one-line error.")
+@click.option("--memory-mb", type=click.IntRange(min=64), default=SQL_LIMITS.memory_mb, show_default=True,
+              help="DuckDB's memory limit; past it the query spills to a private temp folder.")
+@click.option("--spill-mb", type=click.IntRange(min=0), default=SQL_LIMITS.spill_mb, show_default=True,
+              help="At most this much spilled to disk (a private mkdtemp folder, removed afterwards).")
 @with_params
-def sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, params, root) -> None:
+def sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, timeout_s: float, memory_mb: int, spill_mb: int,
+        params, root) -> None:
     """Run one read-only query over the tables (problems, rejects, policies, rollouts, verdicts, flags, difficulty, ...).
 
     SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW or SUMMARIZE only: COPY, ATTACH, INSTALL, SET, CREATE and other
     statements are refused, and no file outside the table folders and the published dataset can be read
-    (save a result with --output).
+    (save a result with --output). A query is bounded: --timeout, --memory-mb, --spill-mb; Ctrl-C stops it.
 
     \b
     passband sql "SELECT source, count(*) FROM problems GROUP BY 1"
     passband sql "SELECT * FROM rejects" --format csv -o rejects.csv
     """
+    try:
+        _sql(sql, fmt=fmt, output=output, max_rows=max_rows, params=params, root=root,
+             limits=Limits(timeout_s=timeout_s, memory_mb=memory_mb, spill_mb=spill_mb))
+    except KeyboardInterrupt:  # a ^C before the query runs (one during it is the query's own one-line error)
+        raise PassbandError("interrupted (Ctrl-C)") from None
+
+
+def _sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, params, root: Path, limits: Limits) -> None:
     if output is not None:
         _check_output(output, params, root=root)
-    df = query(params, sql, root=root)
     if fmt == "parquet" and output is None:
         raise PassbandError("--format parquet needs --output FILE")
+    # the table view fetches one row more than it shows, to say that there are more
     if fmt == "table":
+        limits = dataclasses.replace(limits, max_rows=max_rows + 1)
+    df = query(params, sql, root=root, limits=limits)
+    if fmt == "table":
+        more = df.height > max_rows
         with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
                        tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
-            text = str(df)
+            text = str(df.head(max_rows))
+        if more:
+            text += f"\n(the first {max_rows} rows; more not shown: --max-rows N, or --format csv -o FILE for all)"
     elif fmt == "csv":
         text = df.write_csv()
     elif fmt == "json":

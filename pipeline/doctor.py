@@ -139,13 +139,13 @@ def _check_table(report: Report, directory: Path, name: str, label: str) -> pa.T
 
 
 def _orphans(report: Report, child: pa.Table | None, parent: pa.Table | None, cols: list[str], what: str,
-             directory: Path) -> None:
+             directory: Path, *, advice: str) -> None:
     if child is None or child.num_rows == 0:
         return
     have = set(_keys(parent, cols)) if parent is not None else set()
     n = sum(1 for k in set(_keys(child.select(cols), cols)) if k not in have)
     if n:
-        report.add("note", directory, f"{n} {what} (`dvc repro` regenerates what is missing upstream)")
+        report.add("note", directory, f"{n} {what} ({advice})")
 
 
 def _check_catalog(report: Report, path: Path) -> None:
@@ -189,9 +189,12 @@ def check(params: Params, *, root: Path) -> Report:
             _outside_link(report, directory, f"the folder of table {name} ({set_name})")
             keys[name] = _check_table(report, directory, name, f"{name} ({set_name})")
         _orphans(report, keys.get("verdicts"), keys.get("rollouts"), list(schema("rollouts").key),
-                 "verdicts without a rollout", ts.dir("verdicts", root))
+                 "verdicts without a rollout", ts.dir("verdicts", root),
+                 advice="`dvc repro` regenerates what is missing upstream")
+        # a cache of an earlier selection (a narrowed source): verify and annotate skip them, a wider one reuses them
         _orphans(report, keys.get("rollouts"), keys.get("problems"), ["problem_id"],
-                 "problems with rollouts but no longer in problems", ts.dir("rollouts", root))
+                 "problems with rollouts but no longer in problems", ts.dir("rollouts", root),
+                 advice="kept for a wider selection; verify and annotate skip them: nothing to do")
     _stale_elsewhere(report, params, root)
     _check_catalog(report, root / params.paths.catalog)
     return report

@@ -6,6 +6,7 @@ the project's (persistent, keyed rollouts and verdicts; the other outputs rewrit
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -98,3 +99,65 @@ def test_truncated_shard_doctor_repair_dvc_repro_equals_an_undamaged_run(tmp_pat
     assert _tables(work, stages) == reference
     assert _run(["passband", "doctor"], work).returncode == 0
     assert (work / ".passband/quarantine").exists() and list((work / ".passband/quarantine").rglob(shard.name))
+
+
+def _edit_params(root: Path, edit) -> None:
+    raw = yaml.safe_load((root / "params.yaml").read_text())
+    edit(raw)
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+
+
+def _current_verdicts(root: Path):
+    """The main set's verdicts from the verifier params.yaml names now, and the rollout keys of current problems."""
+    import pyarrow.compute as pc
+
+    from pipeline.io import read_table
+    from pipeline.verify.core import verifier_id
+
+    params = fk._params(root)
+    vid = verifier_id(params.verify)
+    verdicts = read_table(root / "data/verdicts", name="verdicts")
+    mine = verdicts.filter(pc.equal(verdicts["verifier_id"], vid))
+    problems = set(read_table(root / "data/problems", name="problems")["problem_id"].to_pylist())
+    rollouts = read_table(root / "data/rollouts", name="rollouts")
+    in_scope = {(p, pol, i) for p, pol, i in zip(*(rollouts[c].to_pylist() for c in ("problem_id", "policy_id",
+                                                                                         "sample_idx")), strict=True)
+                if p in problems}
+    keys = set(zip(*(mine[c].to_pylist() for c in ("problem_id", "policy_id", "sample_idx")), strict=True))
+    return vid, keys, in_scope, rollouts.num_rows
+
+
+def test_narrowed_source_then_changed_setting_and_quarantined_verdicts_recover_with_dvc_repro(tmp_path):
+    """Rollouts are a cache kept across problem selections: after a source is narrowed, its dropped problems' rollouts
+    stay; a new verifier setting (every rollout pending again) and a verdict shard moved aside by `doctor --repair`
+    (its keys pending again) must both end in a `dvc repro` that succeeds, verifying exactly the current problems'
+    rollouts, and a doctor that has nothing to repair."""
+    dvc = str(Path(sys.executable).parent / "dvc")
+    work = _repo(tmp_path / "work")
+    res = _run([dvc, "repro", "-q"], work)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+    def narrow_and_retime(raw):
+        raw["ingest"]["sources"][0]["options"]["n_per_level"] = 2
+        raw["verify"]["timeout_s"] = 4.0
+    _edit_params(work, narrow_and_retime)
+    res = _run([dvc, "repro", "-q"], work)
+    assert res.returncode == 0, res.stdout + res.stderr
+    vid, keys, in_scope, n_rollouts = _current_verdicts(work)
+    assert len(in_scope) == 18 * 4 and n_rollouts == 27 * 4  # the 9 dropped problems' rollouts are kept
+    assert keys == in_scope  # every current rollout verified by the new verifier, nothing else
+    metrics = json.loads((work / "data/metrics/verify.json").read_text())
+    assert metrics["skipped_not_in_problems"] == 9 * 4
+    doctor = _run(["passband", "doctor"], work)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "9 problems with rollouts but no longer in problems" in doctor.stdout
+    after_narrowing = {st: fk.snapshot(work, st) for st in ("verify", "annotate")}
+
+    shard = next(p for p in sorted((work / "data/verdicts").glob("*.parquet")) if p.name.startswith(vid.split("/")[-1]))
+    shard.write_bytes(shard.read_bytes()[:100])
+    res = _run(["passband", "doctor", "--repair"], work)
+    assert res.returncode == 0 and "moved 1 path" in res.stdout, res.stdout + res.stderr
+    res = _run([dvc, "repro", "-q"], work)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert {st: fk.snapshot(work, st) for st in ("verify", "annotate")} == after_narrowing
+    assert _run(["passband", "doctor"], work).returncode == 0

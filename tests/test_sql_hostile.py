@@ -314,3 +314,89 @@ def hand_quoted(pipeline: Path) -> list[str]:
 def test_no_sql_in_pipeline_quotes_a_value_by_hand():
     """Every value in SQL text goes through sql_literal or a bound parameter, never ``'{value}'``."""
     assert hand_quoted(Path(__file__).resolve().parent.parent / "pipeline") == []
+
+
+# --- bounds: time, Ctrl-C, memory, rows fetched, the spill folder ----------------------------------
+
+ENDLESS = "SELECT count(*) FROM range(1000000000000)"  # 10^12 rows: hours on two cores
+
+
+def test_a_query_past_its_timeout_is_stopped_with_one_line(repo):
+    cpu = time.process_time()
+    res = _sql(repo, ENDLESS, "--timeout", "1")
+    _refused(res, "SQL error: the query ran past its time limit of 1 s")
+    assert time.process_time() - cpu < 30  # DuckDB's threads included: stopped, not run to the end
+
+
+def test_ctrl_c_stops_a_running_query(repo):
+    """A ^C while DuckDB computes (its threads, not Python's) stops the query at once: one line, exit 1."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # a shell's background job inherits SIGINT ignored: the child gets the terminal's default, as a user's does
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "sql", ENDLESS, "--params", str(repo), "--timeout", "600"],
+                            stderr=subprocess.PIPE, text=True, cwd=repo.parent,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        me = psutil.Process(proc.pid)
+        for _ in range(30000):  # until the query computes: past start-up's 2 CPU seconds (a poll count, not a clock)
+            t = me.cpu_times()
+            if t.user + t.system > 4 or proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=120)[1]
+    finally:
+        proc.kill()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 1 and lines == ["Error: interrupted (Ctrl-C): the query was stopped"], err
+    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) < 30
+
+
+def test_the_memory_limit_is_a_one_line_error(repo):
+    cpu = time.process_time()
+    res = _sql(repo, "SELECT list(range) FROM range(100000000)", "--memory-mb", "64", "--spill-mb", "0")
+    out = _refused(res, "SQL error: Out of Memory Error")
+    assert "memory limit (64 MiB)" in out
+    assert time.process_time() - cpu < 30
+
+
+def test_the_table_view_fetches_only_the_rows_it_shows(repo):
+    cpu = time.process_time()
+    res = _sql(repo, "SELECT * FROM range(100000000)")  # 10^8 rows: seconds and 900 MB when all were fetched
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[-1].startswith("(the first 50 rows; more not shown")
+    assert "│ 49    │" in res.output and "│ 50    │" not in res.output
+    assert time.process_time() - cpu < 5
+    res = _sql(repo, "SELECT * FROM range(50)")  # exactly as many as shown: no note
+    assert res.exit_code == 0 and "more not shown" not in res.output and "│ 49    │" in res.output
+
+
+def test_the_spill_folder_is_private_fresh_and_removed(repo, tmp_path, monkeypatch):
+    """A folder another user planted at the old, predictable spill path is not readable by a query, and each
+    session's own spill folder is a fresh 0700 mkdtemp that is gone afterwards."""
+    from pipeline.catalog import session
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("private\n")
+    planted = tmp_path / f"passband-sql-{os.getuid()}"
+    planted.mkdir()
+    (planted / "leak").symlink_to(secret)
+    res = _sql(repo, f"SELECT * FROM read_text({sql_literal(str(planted / 'leak'))})")
+    _refused(res, "SQL error: Permission Error")
+    params = load_params(repo)
+    with session(params, root=repo.parent) as con:
+        spill = con.execute("SELECT value FROM duckdb_settings() WHERE name = 'temp_directory'").fetchone()[0]
+        assert Path(spill).parent == tmp_path and Path(spill) != planted
+        assert Path(spill).stat().st_mode & 0o777 == 0o700
+    assert not Path(spill).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([planted.name, secret.name])

@@ -133,3 +133,109 @@ def test_a_worker_that_died_while_idle_is_replaced():
         victim.join(5)
         assert pool.map([("2", "2"), ("2", "3")]) == [Grade("correct"), Grade("incorrect")]
         assert pool.restarts == 1
+
+
+# a stage process of its own: a pool, one poisoned item; it prints its pid, its forkserver's and its worker's
+_STAGE = """
+import os, sys
+from pipeline.verify.pool import GradePool, _server
+pool = GradePool(workers=1, timeout_s=float(sys.argv[1]), memory_mb=1024, wall_factor=1000).__enter__()
+print(os.getpid(), _server()._forkserver_pid, pool._slots[0].proc.pid, flush=True)
+print(pool.map([("3", "9^{9^{9}}"), ("1", "1")]), flush=True)
+"""
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _cpu(pid: int) -> float:
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.NoSuchProcess:
+        return 0.0
+    return t.user + t.system
+
+
+def _stage(timeout_s: float):
+    """The stage process, its forkserver and worker pids, once the worker has spent a CPU second on the item."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-c", _STAGE, str(timeout_s)], stdout=subprocess.PIPE, text=True,
+                            env={**__import__("os").environ, "PYTHONPATH": repo})
+    stage, server, worker = map(int, proc.stdout.readline().split())
+    for _ in range(3000):  # until the poisoned item has cost a CPU second (a poll count, not a wall-clock bound)
+        if _cpu(worker) >= 1.0:
+            break
+        time.sleep(0.01)
+    assert _alive(worker) and _cpu(worker) >= 1.0
+    return proc, stage, server, worker
+
+
+def _reap(*pids: int) -> None:
+    """SIGKILL what a failed test left running (these processes only)."""
+    import contextlib
+    import os
+    import signal
+
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_workers_die_with_the_stage_process():
+    import os
+    import signal
+
+    proc, stage, server, worker = _stage(timeout_s=60)
+    try:
+        os.kill(stage, signal.SIGKILL)  # what the OOM killer does: the stage process alone
+        proc.wait()
+        cpu_at_kill = _cpu(worker)
+        polls = 0
+        while (_alive(server) or _alive(worker)) and polls < 200:
+            polls += 1
+            time.sleep(0.02)
+        assert not _alive(server) and not _alive(worker), f"still alive after {polls} polls"
+        assert _cpu(worker) - cpu_at_kill < 1.0  # it stopped computing at once, not at its CPU limit
+    finally:
+        _reap(stage, server, worker)
+
+
+def test_a_worker_bounds_its_own_cpu_when_its_parent_cannot():
+    import os
+    import signal
+
+    from pipeline.verify.pool import _CPU_GRACE_S
+
+    timeout = 1.0
+    proc, stage, server, worker = _stage(timeout_s=timeout)
+    os.kill(stage, signal.SIGSTOP)  # a parent stopped (or starved) never kills the worker
+    try:
+        polls, cpu = 0, 0.0
+        while _alive(worker) and polls < 3000:
+            cpu = max(cpu, _cpu(worker))
+            polls += 1
+            time.sleep(0.01)
+        assert not _alive(worker), f"worker alive after {cpu:.1f} CPU seconds"
+        # the kernel's RLIMIT_CPU: the bound plus the grace, rounded up to a whole second (plus the warm-up)
+        assert cpu <= timeout + _CPU_GRACE_S + 2
+    finally:
+        os.kill(stage, signal.SIGCONT)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        _reap(stage, server, worker)
+    assert proc.returncode == 0
+    assert "status='timeout'" in out and "CPU limit" in out and "status='correct'" in out

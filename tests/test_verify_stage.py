@@ -176,3 +176,15 @@ def test_a_changed_gold_reverifies_exactly_that_problems_rollouts(tmp_path):
         pq.write_table(pq.read_table(path).drop_columns(["gold_digest"]), path)
     assert "8 new verdicts" in invoke(tmp_path).output
     assert read_table(tmp_path / "data/verdicts", name="verdicts").num_rows == 8
+
+
+def test_rollouts_of_problems_no_longer_in_problems_are_skipped_and_counted(tmp_path):
+    # a narrowed source: p1 leaves the problems table, its rollouts stay (a cache for a wider selection)
+    setup(tmp_path)
+    problems = read_table(tmp_path / "data/problems", name="problems")
+    write_table(problems.slice(0, 1), tmp_path / "data/problems/part-0.parquet", name="problems")
+    assert "4 new verdicts" in invoke(tmp_path).output
+    v = read_table(tmp_path / "data/verdicts", name="verdicts")
+    assert set(v.column("problem_id").to_pylist()) == {"p0"}
+    m = json.loads((tmp_path / "data/metrics/verify.json").read_text())
+    assert m["rollouts"] == 8 and m["skipped_not_in_problems"] == 4 and m["skipped_already_verified"] == 0

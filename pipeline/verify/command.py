@@ -23,7 +23,8 @@ def command(*, params, root, set_name: str, progress: bool, retry_failed: bool) 
     Each check runs in a worker process with a CPU-time bound (verify.timeout_s) and a memory
     limit (verify.memory_mb); a check past its bound is killed and recorded as `timeout`.
     Rollouts that already have a verdict from the same verifier_id are skipped; with
-    --retry-failed, those whose verdict is `timeout` or `error` are verified again.
+    --retry-failed, those whose verdict is `timeout` or `error` are verified again. Rollouts of
+    problems no longer in the problems table (a narrowed source) are kept as a cache and skipped.
     """
     result = run(params, root=root, set_name=set_name, progress=progress, retry_failed=retry_failed)
     m = result.metrics()

@@ -11,6 +11,15 @@ it had finished but not yet sent, goes back to the queue for a fresh worker. A w
 dies (the kernel's OOM killer, a segfault) costs only the item it was on (``error``). A
 poisoned input therefore costs at most its time bound and never stalls the stage.
 
+A worker also bounds itself, so nothing keeps computing when the parent is gone (the OOM killer takes
+the stage process alone, a ``kill -9``): before each item it moves its soft ``RLIMIT_CPU`` to that
+item's CPU bound plus a second (the kernel then kills it with SIGXCPU, recorded as ``timeout``, should
+the parent be stopped or starved); it asks the kernel for SIGKILL when the forkserver exits
+(``PR_SET_PDEATHSIG``); and it closes its copy of the forkserver's "alive" pipe, which the forkserver
+watches to exit once the stage process is gone (a worker holding it kept the forkserver, and so itself,
+alive). The forkserver gets no parent-death signal of its own: it would fire when the *thread* that
+started it ends, and threads share the pool.
+
 Why one message per batch: with a message per item, the parent woke for every check and, on
 one core, took its time and its caches from the worker (about 10 % of the throughput of a
 ~3 ms check here). Why not pebble's ProcessPool (also on PyPI): its per-task timeout is right,
@@ -36,12 +45,15 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import ctypes
 import io
+import math
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
 import resource
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -128,9 +140,50 @@ _ITEM, _WALL, _CPU, _PHASE = 0, 1, 2, 3
 _PHASES = {0: "grading the answer", 1: "parsing the gold"}
 
 
-def _worker(conn: mpc.Connection, progress, options: GradeOptions, memory_mb: int, fn: GradeFn, flush_s: float) -> None:
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# CPU seconds a worker may run past an item's bound before its own RLIMIT_CPU stops it: the parent's kill comes first
+_CPU_GRACE_S = 1.0
+
+
+def _die_with(server_pid: int) -> None:
+    """SIGKILL this worker when the forkserver that forked it exits, and let the forkserver exit with the stage.
+
+    The forkserver exits when every holder of its "alive" pipe's write end is gone; each worker inherits one
+    (so that it could start processes of its own, which it never does): closed here, the stage process is the
+    last holder. Linux only (prctl); elsewhere the worker's RLIMIT_CPU and its pipe's EOF still end it."""
+    alive = forkserver._forkserver._forkserver_alive_fd
+    if alive is not None:
+        with contextlib.suppress(OSError):
+            os.close(alive)
+        forkserver._forkserver._forkserver_alive_fd = None
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != server_pid:  # the forkserver died before the prctl: its signal will never come
+        os._exit(1)
+
+
+def _cpu_limit(timeout_s: float) -> None:
+    """Move the soft RLIMIT_CPU to this item's bound (from now) plus a grace; the hard limit stays as it was."""
+    soft = time.process_time() + timeout_s + _CPU_GRACE_S
+    if not soft < 2**62:  # a bound of centuries (the config only asks for a finite one): nothing to enforce
+        return
+    soft = math.ceil(soft)
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _worker(conn: mpc.Connection, progress, options: GradeOptions, memory_mb: int, fn: GradeFn, flush_s: float,
+            timeout_s: float, server_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and kills us
     try:
+        _die_with(server_pid)
+        # SIGXCPU's default action dumps core: never a core file in the user's folder
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(signal.SIGXCPU, signal.SIG_DFL)
         grade("1", "1", options=options)  # warm up imports and caches before the limit applies
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -149,6 +202,7 @@ def _worker(conn: mpc.Connection, progress, options: GradeOptions, memory_mb: in
         for idx, gold, answer in batch:
             # the item number last, so a reader that sees it twice around the times knows they belong to it
             progress[_ITEM] = -1
+            _cpu_limit(timeout_s)
             progress[_WALL], progress[_CPU] = time.monotonic(), time.process_time()
             progress[_ITEM] = idx
             try:
@@ -233,7 +287,10 @@ class GradePool:
         parent, child = ctx.Pipe(duplex=True)
         progress = ctx.RawArray("d", 4)
         progress[_ITEM] = -1
-        proc = _Process(target=_worker, args=(child, progress, self.options, self.memory_mb, self.fn, self.flush_s),
+        server = _server()
+        server.ensure_running()
+        proc = _Process(target=_worker, args=(child, progress, self.options, self.memory_mb, self.fn, self.flush_s,
+                                              self.timeout_s, server._forkserver_pid),
                         daemon=True, name="passband-verify")
         proc.start()
         child.close()
@@ -344,7 +401,7 @@ class GradePool:
                         s.check_at = now + self.timeout_s
                     s.inflight.extend(batch)
             busy = [s for s in self._slots if s.inflight]
-            wait = max(0.0, min(s.check_at for s in busy) - now)
+            wait = min(60.0, max(0.0, min(s.check_at for s in busy) - now))  # poll() takes at most 2^31 ms
             ready = set(mpc.wait([s.conn for s in busy], timeout=wait))
             now = time.monotonic()
             for k, s in enumerate(self._slots):
@@ -358,8 +415,13 @@ class GradePool:
                     except (EOFError, OSError) as exc:
                         s.proc.join(1)
                         code = s.proc.exitcode
-                        why = str(exc) or f"exit code {code}" + (" (killed: out of memory?)" if code == -9 else "")
                         cur = s.current()
+                        if code == -signal.SIGXCPU:  # its own CPU limit: the bound, enforced by the kernel
+                            phase = _PHASES.get(int(s.progress[_PHASE]), "grading the answer")
+                            replace(k, cur and cur[0], Grade("timeout", f"no result within {self.timeout_s:g} s of "
+                                                                        f"CPU time ({phase}); worker's CPU limit hit"))
+                            continue
+                        why = str(exc) or f"exit code {code}" + (" (killed: out of memory?)" if code == -9 else "")
                         replace(k, cur and cur[0], Grade("error", f"worker died: {why}"))
                         continue
                 if s.inflight and now >= s.check_at and (item := self._over_time(s, now)) is not None:

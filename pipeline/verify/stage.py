@@ -75,6 +75,13 @@ def stale_verdicts(verdicts: pa.Table, problems: pa.Table, vid: str) -> pa.Table
     return joined.filter(changed).select(KEY)
 
 
+def in_scope(rollouts: pa.Table, problems: pa.Table) -> tuple[pa.Table, int]:
+    """The rollouts whose problem is in ``problems``, and how many were left out."""
+    keep = pc.is_in(rollouts.column("problem_id"), value_set=problems.column("problem_id"))
+    kept = rollouts.filter(keep)
+    return kept, rollouts.num_rows - kept.num_rows
+
+
 def pending_rollouts(rollouts: pa.Table, verdicts: pa.Table, vid: str) -> pa.Table:
     """Rollouts with no verdict from verifier ``vid`` yet."""
     done = verdicts.filter(pc.equal(verdicts.column("verifier_id"), vid)).select(KEY)
@@ -118,6 +125,9 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     problems = read_table(ts.dir("problems", root), name="problems", columns=["problem_id", "answer"])
     # each policy's thinking mode is part of its policy_id; the rollout stage wrote its row before its rollouts
     modes = policy_modes(read_table(ts.dir("policies", root), name="policies", columns=["policy_id", "identity"]))
+    # rollouts and verdicts are caches kept across problem selections: a rollout of a problem no longer in the
+    # problems table (a narrowed source, a changed filter) is out of scope, skipped and counted, never an error
+    rollouts, out_of_scope = in_scope(rollouts, problems)
     stale = stale_verdicts(existing, problems, vid)
     regraded = 0
     if stale.num_rows:
@@ -144,7 +154,8 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
         shard = f"{vid.split('/')[-1]}-{digest(keys, length=12)}.parquet"
         write_table(result.verdicts, ts.dir("verdicts", root) / shard, name="verdicts")
     stats = RunStats.of({
-        **result.metrics(), "rollouts": rollouts.num_rows, "skipped_already_verified": rollouts.num_rows - todo.num_rows,
+        **result.metrics(), "rollouts": rollouts.num_rows + out_of_scope,
+        "skipped_already_verified": rollouts.num_rows - todo.num_rows, "skipped_not_in_problems": out_of_scope,
         "retried_failed": retried, "reverified_changed_gold": regraded,
     })
     stats.add_time("seconds", seconds)
