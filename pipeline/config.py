@@ -39,7 +39,7 @@ def unknown_name(what: str, name: str, known) -> ConfigError:
 
 
 # The one pattern of every name params.yaml declares or refers to (a policy, a source, a prompt template, an engine,
-# an extractor, a flag, a method, a band, a config): names become file names (plots/drift-<from>-<to>.png,
+# an extractor, a flag, a method, a band, a config, a split): names become file names (plots/drift-<from>-<to>.png,
 # licenses/<source>.LICENSE.txt, prompts/<name>.yaml), so a name is one plain path component and never `..`,
 # a slash or a control character. 100 characters at most: two names still fit one file name (255 bytes).
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -203,7 +203,7 @@ class SourceConfig(Model):
 
     name: Name = Field(description="the source's name (problems.source; rollout.sources names it)")
     kind: Name = Field(description="a registered reader: synthetic, gsm8k, math, jsonl, parquet, hf (pipeline/ingest/sources.py)")
-    split: str | None = Field(None, description="the split recorded on its problems (train, test, ...)")
+    split: Name | None = Field(None, description="the split recorded on its problems (train, test, ...)")
     path: str | None = Field(None, description="the file or folder to read, relative to params.yaml (file-backed kinds)")
     preset: Name | None = Field(None, description="a popular dataset's layout by name (pipeline.ingest.presets), "
                                                  "for hf/parquet/jsonl")
