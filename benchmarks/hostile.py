@@ -711,7 +711,7 @@ def markdown(results: list[Result]) -> str:
     rows = ["| case | input | outcome | time (bound) | peak RSS (bound) | nothing else touched | within bounds |",
             "|---|---|---|---|---|---|---|"]
     for r in results:
-        outcome, what = (t.replace("|", "\\|") for t in (r.outcome, r.what))
+        outcome, what = (t.replace("|", "\\|").replace("<", "&lt;") for t in (r.outcome, r.what))  # text, never HTML
         rows.append(f"| `{r.case}` | {what} | {outcome} | {r.seconds:.2f} s ({r.bound_s:g} s) "
                     f"| {r.peak_mib:.0f} MiB ({r.bound_mib:g}) | {'yes' if r.untouched else '**no**'} "
                     f"| {'yes' if r.ok else '**no**'} |")
