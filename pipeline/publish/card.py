@@ -136,7 +136,7 @@ def histogram_png(dataset: Dataset, *, spec: CardSpec) -> bytes:
 # backtick would end a code span, and HTML or markdown outside a code span would render.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_MARKDOWN = re.compile(r"([\\`*_\[\]<>&~#!])")
+_MARKDOWN = re.compile(r"([\\`*\[\]<>&])")  # what can start emphasis, a link, HTML or an entity
 
 
 def _visible(value: object) -> str:
