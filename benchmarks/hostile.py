@@ -784,6 +784,84 @@ def _(root: Path, res: Result) -> None:
 BIG = {"ingest_200mb_line", "ingest_300k_rows"}
 
 
+# what passband copies out, replaces, names and shows
+
+
+@case("publish_license_symlink", "ln -s a private file as LICENSE beside a source, then publish")
+def _(root: Path, res: Result) -> None:
+    secret = root.parent / f"{root.name}-secret.txt"
+    secret.write_text("private key material\n")
+    (root / "src").mkdir()
+    (root / "src" / "input.jsonl").write_bytes(_good(1) + b"\n")
+    (root / "src" / "LICENSE").symlink_to(secret)
+    before = digest(secret)
+    set_params(root, lambda p: p["ingest"]["sources"].append({"name": "user", "kind": "jsonl", "path": "src/input.jsonl"}))
+    _expect_error(res, cli(root, "publish", limit_s=60), must_say="symbolic link")
+    published = root / "data" / "published"
+    leaked = published.is_dir() and any(b"private key" in f.read_bytes() for f in published.rglob("*") if f.is_file())
+    res.untouched = digest(secret) == before and not leaked
+
+
+@case("catalog_over_user_duckdb", "paths.catalog: analysis.duckdb, a user's own DuckDB file with a table")
+def _(root: Path, res: Result) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(root / "analysis.duckdb"))
+    con.execute("CREATE TABLE results AS SELECT 42 AS answer")
+    con.close()
+    before = digest(root / "analysis.duckdb")
+    set_params(root, lambda p: p.setdefault("paths", {}).__setitem__("catalog", "analysis.duckdb"))
+    _expect_error(res, cli(root, "catalog", limit_s=60), must_say="did not write it")
+    res.untouched = digest(root / "analysis.duckdb") == before
+
+
+@case("policy_name_traversal", "a policy named a/../../../../tmp/x/pwned, then drift (its PNG outside before)")
+def _(root: Path, res: Result) -> None:
+    bad = "a/../../../../tmp/x/pwned"
+    outside = root.parent / "tmp"  # where drift-tiny-<bad>.png resolved to
+    before = digest(outside)
+
+    def edit(p):
+        p["policies"][bad] = dict(p["policies"]["tiny"])
+        p["drift"] = {"pairs": [["tiny", bad]]}
+    set_params(root, edit)
+    _expect_error(res, cli(root, "drift", limit_s=60), must_say="not a valid name")
+    res.untouched = digest(outside) == before
+
+
+@case("published_path_through_link", "data/lnk -> a folder outside, paths.published: data/lnk/../pub")
+def _(root: Path, res: Result) -> None:
+    outside = Path(tempfile.mkdtemp(prefix="passband-outside-"))
+    (outside / "sub").mkdir()
+    before = digest(outside)
+    try:
+        (root / "data" / "lnk").symlink_to(outside / "sub", target_is_directory=True)
+        set_params(root, lambda p: p.setdefault("paths", {}).__setitem__("published", "data/lnk/../pub"))
+        _expect_error(res, cli(root, "publish", limit_s=60), must_say="symbolic link")
+        res.untouched = digest(outside) == before
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+@case("sql_csv_nested", "passband sql \"SELECT [1,2] l, {'a': 'x'} s\" --format csv (polars traceback before)")
+def _(root: Path, res: Result) -> None:
+    r = cli(root, "sql", "SELECT [1,2] l, {'a': 'x'} s", "--format", "csv", limit_s=30)
+    res.seconds, res.peak_mib = r.seconds, r.peak_mib
+    lines = r.stdout.strip().splitlines()
+    res.outcome = f"exit 0: {' / '.join(lines)}" if r.rc == 0 else f"exit {r.rc}: {r.error_line[:140]}"
+    res.expected = r.rc == 0 and lines == ["l,s", '"[1, 2]","{""a"": ""x""}"']
+
+
+@case("card_fields_hostile", "publish.pretty_name with a newline and <script>, a license id with a newline and HTML")
+def _(root: Path, res: Result) -> None:
+    def edit(p):
+        p["publish"]["pretty_name"] = "Mine\n<script>alert(1)</script>"
+        p["publish"]["licenses"] = {"synthetic": "mit\n<img src=x onerror=alert(1)>"}
+    set_params(root, edit)
+    _expect_error(res, cli(root, "publish", limit_s=60), must_say="publish.")
+    res.untouched = not (root / "data" / "published").exists()
+
+
 # --- running -----------------------------------------------------------------------------------
 
 def build_reference(dest: Path) -> Path:
@@ -824,7 +902,7 @@ def markdown(results: list[Result]) -> str:
     rows = ["| case | input | outcome | CPU time (bound) | wall | peak RSS (bound) | nothing else touched | within bounds |",
             "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        outcome, what = (t.replace("|", "\\|") for t in (r.outcome, r.what))
+        outcome, what = (t.replace("|", r"\|").replace("<", "&lt;") for t in (r.outcome, r.what))  # text, never HTML
         rows.append(f"| `{r.case}` | {what} | {outcome} | {r.cpu_s:.2f} s ({r.bound_s:g} s) | {r.seconds:.2f} s "
                     f"| {r.peak_mib:.0f} MiB ({r.bound_mib:g}) | {'yes' if r.untouched else '**no**'} "
                     f"| {'yes' if r.ok else '**no**'} |")

@@ -36,8 +36,9 @@ from pipeline.bands import sql_values
 from pipeline.config import Params
 from pipeline.errors import PassbandError
 from pipeline.io import SHARD_GLOB, check_shards, follow_umask, remove_stale_temps, shard_paths
+from pipeline.ownership import check_file_target
 from pipeline.schema import TABLES, schema
-from pipeline.sqltext import sql_list
+from pipeline.sqltext import sql_list, sql_literal
 from pipeline.tablesets import SET_TABLES, SETS, features_dir, table_set
 
 VIEWS_DIR = Path(__file__).parent / "views"
@@ -235,14 +236,69 @@ def _bounded(con: duckdb.DuckDBPyConnection, fetch, *, timeout_s: float | None):
     return value
 
 
+# The comment on every view passband writes into the catalog file: with "views only", its proof of ownership.
+VIEW_COMMENT = "passband catalog view (rebuilt by passband catalog; the data is in the Parquet tables)"
+
+
+def _catalog_objects(path: Path) -> list[tuple[str, str, str | None]] | None:
+    """(kind, name, comment) of everything a user can create in the DuckDB file ``path``; None if it is none."""
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():  # open for writing in another process: it cannot be read, so not proved
+            raise CatalogError(f"{path} (paths.catalog) is open for writing in another process, so passband cannot "
+                               "check it is its own catalog: close that session (or open it read-only), then re-run"
+                               ) from None
+        return None
+    except duckdb.Error:
+        return None
+    try:
+        here = "database_name = current_database()"
+        return con.execute(
+            f"SELECT 'view', view_name, comment FROM duckdb_views() WHERE NOT internal AND {here} "
+            f"UNION ALL SELECT 'table', table_name, NULL FROM duckdb_tables() WHERE {here} "
+            f"UNION ALL SELECT 'schema', schema_name, NULL FROM duckdb_schemas() WHERE NOT internal AND {here} "
+            f"UNION ALL SELECT 'sequence', sequence_name, NULL FROM duckdb_sequences() WHERE {here} "
+            f"UNION ALL SELECT 'macro', function_name, NULL FROM duckdb_functions() WHERE NOT internal AND {here} "
+            f"UNION ALL SELECT 'type', type_name, NULL FROM duckdb_types() WHERE NOT internal AND {here}"
+        ).fetchall()
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+
+
+def catalog_names(params: Params) -> set[str]:
+    """The names of every view :func:`create_views` makes."""
+    return {*table_dirs(params), "flag_kinds", "bands", *(name for name, _ in extra_views())}
+
+
+def catalog_proof(path: Path, *, names: set[str]) -> bool:
+    """``path`` is a catalog passband wrote: a DuckDB database holding views and nothing else, each with
+    :data:`VIEW_COMMENT`, or, a catalog of an earlier version (no comments yet), each named as one of
+    ``names`` (:func:`catalog_names`). A user's table, macro, or view of their own makes it theirs."""
+    objects = _catalog_objects(path)
+    if not objects or any(kind != "view" for kind, _, _ in objects):
+        return False
+    return all(comment == VIEW_COMMENT for _, _, comment in objects) or all(name in names for _, name, _ in objects)
+
+
 def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
-    """Write ``paths.catalog`` atomically: a temp database renamed into place."""
+    """Write ``paths.catalog`` atomically: a temp database renamed into place, over an existing file only when
+    it is passband's own catalog (:func:`catalog_proof`): a user's DuckDB file there is refused, left as it is."""
     root = Path(root).resolve()
     if "," in str(root):  # DuckDB's file_search_path is a comma-separated list: the views could not bind
         raise CatalogError(f"the repository folder {str(root)!r} has a comma in its path, which DuckDB's "
                            "file_search_path cannot hold; move it to a folder without one "
                            "(`passband sql` and `passband summary` work without the catalog file)")
     target = root / params.paths.catalog
+    names = catalog_names(params)
+
+    def check() -> None:
+        check_file_target(target, owned=lambda p: catalog_proof(p, names=names), what="the catalog",
+                          proof="passband's catalog holds only views, each with its comment", key="catalog")
+
+    check()  # before any work: a user's DuckDB file is refused, untouched
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(target)  # a killed build's temp database (and its .wal)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -252,8 +308,11 @@ def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
         con = duckdb.connect(tmp)
         con.execute("SET file_search_path = ?", [str(root)])  # the relative shard paths bind against the root
         create_views(con, params, root=root)
+        for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
+            con.execute(f"COMMENT ON VIEW {name} IS {sql_literal(VIEW_COMMENT)}")
         con.close()
         follow_umask(tmp)
+        check()  # again, just before the rename: a file may have appeared there meanwhile
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)

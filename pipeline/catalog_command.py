@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -67,25 +68,55 @@ def _sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, params, root
     # the table view fetches one row more than it shows, to say that there are more
     if fmt == "table":
         limits = dataclasses.replace(limits, max_rows=max_rows + 1)
-    df = query(params, sql, root=root, limits=limits)
-    if fmt == "table":
-        more = df.height > max_rows
-        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
-                       tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
-            text = str(df.head(max_rows))
-        if more:
-            text += f"\n(the first {max_rows} rows; more not shown: --max-rows N, or --format csv -o FILE for all)"
-    elif fmt == "csv":
-        text = df.write_csv()
-    elif fmt == "json":
-        text = df.write_json()
-    else:
-        df.write_parquet(output)
-        return
+    try:
+        df = query(params, sql, root=root, limits=limits)
+    except pl.exceptions.PolarsError as exc:  # a DuckDB type polars cannot take (INTERVAL, UNION)
+        raise PassbandError(f"SQL error: the result has a column of a type passband sql cannot show "
+                            f"({_first_line(exc)}); cast it in the query, e.g. CAST(x AS VARCHAR)") from None
+    try:
+        if fmt == "table":
+            more = df.height > max_rows
+            with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
+                           tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+                text = str(df.head(max_rows))
+            if more:
+                text += f"\n(the first {max_rows} rows; more not shown: --max-rows N, or --format csv -o FILE for all)"
+        elif fmt == "csv":
+            text = as_text_columns(df, nested=True).write_csv()
+        elif fmt == "json":
+            text = as_text_columns(df, nested=False).write_json()
+        else:
+            df.write_parquet(output)
+            return
+    except pl.exceptions.PolarsError as exc:
+        raise PassbandError(f"cannot write the result as {fmt} ({_first_line(exc)}); try another --format, or cast "
+                            "the column in the query, e.g. CAST(x AS VARCHAR)") from None
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
         output.write_text(text)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _json_value(value):
+    return value.hex() if isinstance(value, bytes) else str(value)
+
+
+def as_text_columns(df: pl.DataFrame, *, nested: bool) -> pl.DataFrame:
+    """``df`` with the columns a text format cannot hold as they are made text: bytes as hex (CSV and JSON), and
+    with ``nested`` (CSV) every list, array, struct and map as its JSON (``[1, 2]``, ``{"a": 1}``), one cell each
+    (in JSON too, a nested value holding bytes, which polars' JSON writer cannot take)."""
+    columns = []
+    for name, dtype in df.schema.items():
+        if dtype == pl.Binary:
+            columns.append(df[name].bin.encode("hex"))
+        elif dtype.is_nested() and (nested or "Binary" in str(dtype)):
+            columns.append(pl.Series(name, [None if v is None else json.dumps(v, default=_json_value, ensure_ascii=False)
+                                            for v in df[name].to_list()], dtype=pl.String))
+    return df.with_columns(columns) if columns else df
 
 
 def _check_output(output: Path, params, *, root: Path) -> None:

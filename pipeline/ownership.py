@@ -12,6 +12,8 @@ table folder        the marker file ``.passband-table`` naming the table (writte
 published folder    its ``build.json``, a JSON object with ``passband_version`` (written by publish)
 model folder        its ``passband_model.json`` (written by ``prepare-model``)
 GRPO checkpoint     its ``train_log.json``, a JSON object with ``config`` and ``log`` (written by training)
+catalog file        views only, each with passband's comment (written by ``passband catalog``; a file, so
+                    :func:`check_file_target`)
 ==================  ==================================================================================
 
 It is refused, with a one-line :class:`NotOwnedError` naming the path and what to do, when it exists
@@ -106,6 +108,32 @@ def check_target(target: str | Path, *, owned: Callable[[Path], bool], what: str
                         f"nothing in it was touched; {fix}, or move its files away")
 
 
+def check_file_target(target: str | Path, *, owned: Callable[[Path], bool], what: str, proof: str,
+                      key: str | None = None) -> bool:
+    """Raise :class:`NotOwnedError` unless passband may replace the file ``target``; whether it exists.
+
+    The file kind of :func:`check_target`: it passes when it does not exist, is empty, or ``owned(file)``
+    (``proof`` says what that proof is, in the error). Refused: a symbolic link (replacing it would drop the user's
+    link), anything but a regular file, and a file without the proof, which is left as it is.
+    """
+    target = Path(target)
+    where = f" (paths.{key})" if key else ""
+    fix = f"point paths.{key} at a file of its own inside the project" if key else "choose a file of its own"
+    if target.is_symlink():
+        raise NotOwnedError(f"{target}{where} is a symbolic link (to {os.readlink(target)}): passband replaces "
+                            f"{what} whole and never through a link; remove the link or {fix}")
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        raise NotOwnedError(f"{target}{where} is not a file, so not {what}: nothing was touched; move it away or {fix}")
+    if st.st_size == 0 or owned(target):
+        return True
+    raise NotOwnedError(f"{target}{where} exists but passband did not write it ({proof}): it was left as it is; "
+                        f"{fix}, or move the file away")
+
+
 def _proof_name(owned: Callable[[Path], bool]) -> str:
     return {published_proof: "build.json", model_proof: "passband_model.json",
             checkpoint_proof: "train_log.json"}.get(owned, "passband marker")
@@ -122,5 +150,5 @@ def remove_tree(path: str | Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-__all__ = ["TABLE_MARKER", "NotOwnedError", "check_target", "checkpoint_proof", "model_proof", "published_proof",
-           "remove_tree"]
+__all__ = ["TABLE_MARKER", "NotOwnedError", "check_file_target", "check_target", "checkpoint_proof", "model_proof",
+           "published_proof", "remove_tree"]

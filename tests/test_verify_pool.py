@@ -5,6 +5,8 @@ These start worker processes (a forkserver that imports sympy once: a few second
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from cpu_clock import tree_cpu_s
 

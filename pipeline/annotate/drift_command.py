@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from pipeline.annotate.drift import drift, matrix_png, render_matrix, summary
 from pipeline.config import ConfigError, Params
-from pipeline.io import atomic_write_bytes, read_table, write_metrics
+from pipeline.io import atomic_write_bytes, path_in, read_table, write_metrics
 from pipeline.options import with_params
 from pipeline.run_stats import RunStats
 from pipeline.tablesets import SETS, table_set
@@ -47,7 +47,8 @@ def run(params: Params, *, root: Path, set_name: str = "main", pairs: list[tuple
         s = summary(rows)
         name = f"{a}->{b}"
         s["text"] = render_matrix(s["transitions"], label_from=a, label_to=b)
-        png = root / params.paths.plots / f"drift-{a}-{b}{'' if set_name == 'main' else '-' + set_name}.png"
+        # the names come from the policies table or the command line: path_in refuses one that would lead out
+        png = path_in(root / params.paths.plots, f"drift-{a}-{b}{'' if set_name == 'main' else '-' + set_name}.png")
         atomic_write_bytes(png, matrix_png(s["transitions"], label_from=a, label_to=b))
         s["png"], s["rows"] = str(png.relative_to(root)), rows
         out[name] = s

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -130,10 +131,36 @@ def histogram_png(dataset: Dataset, *, spec: CardSpec) -> bytes:
     return buf.getvalue()
 
 
+# Every value the card takes from params.yaml or the tables goes through one of these: a line break, a carriage
+# return or any other control character would end a table row or the card's line (shown escaped instead), a
+# backtick would end a code span, and HTML or markdown outside a code span would render.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_MARKDOWN = re.compile(r"([\\`*\[\]<>&])")  # what can start emphasis, a link, HTML or an entity
+
+
+def _visible(value: object) -> str:
+    """``value`` as one line: each control character as its escape (``\\r``, ``\\u0000``)."""
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\u{ord(m.group()):04x}"), str(value))
+
+
+def _code(value: object) -> str:
+    """``value`` as an inline code span that shows it literally: the fence is longer than any run of backticks
+    in it (CommonMark), so no value can close it, and HTML inside a code span is text."""
+    text = _visible(value)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text[:1] == "`" or text[-1:] == "`" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _text(value: object) -> str:
+    """``value`` as plain text: markdown and HTML characters backslash-escaped, so it renders as written."""
+    return _MARKDOWN.sub(r"\\\1", _visible(value))
+
+
 def _table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join("" if v is None else str(v).replace("|", "\\|").replace("\n", "\\n") for v in r) + " |"
-              for r in rows]
+    lines += ["| " + " | ".join("" if v is None else _visible(v).replace("|", "\\|") for v in r) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -141,13 +168,14 @@ def _policy_section(dataset: Dataset) -> str:
     p = dataset.primary
     sampling = {k: p[k] for k in ("temperature", "top_p", "top_k", "max_tokens", "stop")}
     rows = [
-        ["name", f"`{p['name']}`"], ["policy_id", f"`{p['policy_id']}`"], ["model", f"`{p['model']}`"],
-        ["revision", f"`{p['revision']}`"], ["engine", p["engine"]], ["dtype", p["dtype"]],
-        ["sampling", f"`{json.dumps(sampling)}`"],
-        ["prompt template", f"`{p['prompt_template']}` version {p['prompt_version']} (digest `{p['prompt_digest']}`)"],
+        ["name", _code(p["name"])], ["policy_id", _code(p["policy_id"])], ["model", _code(p["model"])],
+        ["revision", _code(p["revision"])], ["engine", _text(p["engine"])], ["dtype", _text(p["dtype"])],
+        ["sampling", _code(json.dumps(sampling))],
+        ["prompt template", f"{_code(p['prompt_template'])} version {p['prompt_version']} "
+                            f"(digest {_code(p['prompt_digest'])})"],
         ["chat template", "yes" if p["chat"] else "no (raw completion text)"],
-        ["system prompt", f"`{p['system_prompt']}`" if p["system_prompt"] else "none"],
-        ["verifier_id", ", ".join(f"`{v}`" for v in dataset.verifier_ids) or "none"],
+        ["system prompt", _code(p["system_prompt"]) if p["system_prompt"] else "none"],
+        ["verifier_id", ", ".join(_code(v) for v in dataset.verifier_ids) or "none"],
     ]
     return _table(["", ""], rows)
 
@@ -164,7 +192,7 @@ def _drift_section(dataset: Dataset, others: list[dict]) -> list[str]:
                 by_id = {d["policy_id"]: d["band"] for d in measured}
                 if p["policy_id"] in by_id and q["policy_id"] in by_id:
                     matrix[by_id[p["policy_id"]]][by_id[q["policy_id"]]] += 1
-        out += [f"Band transitions `{p['name']}` (rows) -> `{q['name']}` (columns):", "",
+        out += [f"Band transitions {_code(p['name'])} (rows) -> {_code(q['name'])} (columns):", "",
                 _table(["", *BANDS], [[f"`{f}`", *(matrix[f][t] for t in BANDS)] for f in BANDS]), ""]
     return out
 
@@ -238,7 +266,7 @@ def _source_difficulty_section(dataset: Dataset) -> list[str]:
            ""]
     for r in rows:
         rho = "n/a (one side constant)" if r["spearman"] is None else r["spearman"]
-        out += [f"`{r['source']}`: {r['measure']}; {r['items']} items, Spearman ρ = {rho}", "",
+        out += [f"{_code(r['source'])}: {_text(r['measure'])}; {r['items']} items, Spearman ρ = {rho}", "",
                 _table(["source difficulty", *[f"`{b}`" for b in BANDS]],
                        [[f"{b['low']:g} to {b['high']:g}", *[b["bands"].get(band, 0) for band in BANDS]]
                         for b in r["bins"]]), ""]
@@ -385,10 +413,10 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
 def _intro(dataset: Dataset, *, spec: CardSpec) -> list[str]:
     p = dataset.primary
     return [
-        f"# {spec.pretty_name}",
+        f"# {_text(spec.pretty_name)}",
         "",
         "Math problems annotated with **model-relative difficulty**: the pass rate of one policy snapshot",
-        f"(`{p['name']}`) measured from {'/'.join(str(n) for n in sorted(_ns(dataset)))} sampled rollouts per problem,",
+        f"({_code(p['name'])}) measured from {'/'.join(str(n) for n in sorted(_ns(dataset)))} sampled rollouts per problem,",
         "verified with math-verify, with a 95 % interval, a band and the band's posterior confidence. Built with",
         "passband (`passband publish`). Difficulty is a property of the policy, not of the problem: re-measure",
         "for another checkpoint before you rely on the bands.",
@@ -425,13 +453,13 @@ def _policy(dataset: Dataset, *, spec: CardSpec) -> list[str]:
         "",
         _policy_section(dataset),
         "",
-        f"The `prompt` column is rendered for training with the `{spec.prompt_template}` template; the pass rates were",
+        f"The `prompt` column is rendered for training with the {_code(spec.prompt_template)} template; the pass rates were",
         "measured with the policy's own template above.",
         "",
         *(["Other policies measured on these items (their numbers are in the `difficulty` column):", "",
            _table(["name", "policy_id", "model", "revision", "prompt"],
-                  [[q["name"], f"`{q['policy_id']}`", q["model"], f"`{q['revision']}`",
-                    f"{q['prompt_template']} v{q['prompt_version']}"] for q in others]), "",
+                  [[_code(q["name"]), _code(q["policy_id"]), _code(q["model"]), _code(q["revision"]),
+                    _code(f"{q['prompt_template']} v{q['prompt_version']}")] for q in others]), "",
            *_drift_section(dataset, others)] if others else []),
     ]
 
@@ -497,7 +525,8 @@ def _columns() -> list[str]:
 
 
 def _licenses(spec: CardSpec) -> list[str]:
-    licenses = [[f"`{s}`", k, f"`{lic}`", n, f"[{f}]({f})" if f else "—"] for s, k, lic, n, f in spec.source_licenses]
+    licenses = [[_code(s), _text(k), _code(lic), n, f"[{_text(f)}]({f})" if f else "—"]
+                for s, k, lic, n, f in spec.source_licenses]
     return [
         "## Sources and licenses",
         "",

@@ -23,13 +23,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.config import NAME_PATTERN, NAME_RULE
 from pipeline.publish import BUILD_FILE, read_build_info
 from pipeline.publish.core import PublishError
 
 MANAGED = ("data/", "exports/", "licenses/")
 DELETE_PATTERNS = [f"{d}**" for d in MANAGED]  # remote files there that this upload lacks are deleted
 IGNORE_PATTERNS = [".*", "*/.*"]  # hidden entries stay local (as folder_files skips them)
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+_REPO_ID = re.compile(rf"^{NAME_PATTERN.pattern}/{NAME_PATTERN.pattern}$")  # as publish.repo_id (config)
 
 
 @dataclass
@@ -90,7 +91,7 @@ def settle_visibility(api, repo: str, *, private: bool, allow_mismatch: bool = F
 
 def check_repo_id(repo_id: str) -> str:
     if not _REPO_ID.match(repo_id or ""):
-        raise PublishError(f"repo id {repo_id!r} must be ORG/NAME (letters, digits, '-', '_', '.')")
+        raise PublishError(f"repo id {repo_id!r} must be ORG/NAME, each {NAME_RULE}")
     return repo_id
 
 

@@ -18,7 +18,7 @@ import yaml
 from pipeline import __version__
 from pipeline.bands import LEARNABLE
 from pipeline.config import ConfigError, Params
-from pipeline.io import follow_umask, read_table, swap_dirs
+from pipeline.io import follow_umask, path_in, read_plain_file, read_table, swap_dirs
 from pipeline.keys import canonical_json
 from pipeline.ownership import check_target, published_proof, remove_tree
 from pipeline.publish import card as card_mod
@@ -157,33 +157,46 @@ def detect_license(text: str) -> str | None:
     return None
 
 
+# The longest license text in common use (GPL-3.0) is 35 KB: a bigger LICENSE is not one, and is never copied.
+LICENSE_MAX_BYTES = 256 * 1024
+
+
 @dataclass(frozen=True)
 class SourceLicense:
     source: str
     kind: str
     license: str
     text_file: Path | None  # LICENSE beside the source's file, when there is one
+    text: bytes | None = None  # its bytes, read once (pipeline.io.read_plain_file): what the published folder gets
 
 
 def source_licenses(params: Params, *, root: Path) -> list[SourceLicense]:
     """Each source's license: publish.licenses[kind], checked against a recognised LICENSE text beside the
-    source's file; without a mapping, the recognised text's; without either, ``unknown``."""
+    source's file; without a mapping, the recognised text's; without either, ``unknown``.
+
+    The LICENSE is copied into the published folder (and pushed), so it must be a regular file in the source's
+    folder, not a symbolic link or a hard link (planted in a shared folder, either would publish another file),
+    of at most :data:`LICENSE_MAX_BYTES`; else a one-line error before any work."""
     out = []
     for src in params.ingest.sources:
         lic = params.publish.licenses.get(src.kind)
-        text_file = None
+        text_file = text = None
         if src.path:
             candidate = (root / src.path).parent / "LICENSE"
-            if candidate.is_file():
+            if candidate.is_symlink() or candidate.exists():
                 text_file = candidate
-                found = detect_license(candidate.read_text(errors="replace"))
+                text = read_plain_file(
+                    candidate, max_bytes=LICENSE_MAX_BYTES, what=f"the license of source {src.name!r}",
+                    fix="put the license text itself there (or remove it: the source's license is then "
+                        "publish.licenses, else unknown)")
+                found = detect_license(text.decode(errors="replace"))
                 if found and lic is not None and lic != found:
                     raise ConfigError(
                         f"publish.licenses gives source kind {src.kind!r} license {lic!r}, "
                         f"but {candidate} is the {found!r} license text"
                     )
                 lic = lic or found
-        out.append(SourceLicense(src.name, src.kind, lic or UNKNOWN_LICENSE, text_file))
+        out.append(SourceLicense(src.name, src.kind, lic or UNKNOWN_LICENSE, text_file, text))
     return out
 
 
@@ -238,7 +251,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
     written: list[str] = []
 
     def put_bytes(rel: str, data: bytes) -> None:
-        p = staging / rel
+        p = path_in(staging, rel)  # a name in rel (a config, a source) never leads out of the folder
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
         written.append(rel)
@@ -252,7 +265,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
             parts = _shards(table, cfg.shard_rows)
             for i, part in enumerate(parts):
                 rel = f"data/{config}/{split}-{i:05d}-of-{len(parts):05d}.parquet"
-                _write_parquet(part, staging / rel)
+                _write_parquet(part, path_in(staging, rel))
                 written.append(rel)
             files[config][split] = f"data/{config}/{split}-*.parquet"
 
@@ -264,10 +277,10 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
             if table.num_rows == 0:
                 continue
             rel = f"exports/verl/{config}/{split}.parquet"
-            _write_parquet(ex.verl_table(table, split=split), staging / rel)
+            _write_parquet(ex.verl_table(table, split=split), path_in(staging, rel))
             written.append(rel)
             rel = f"exports/trl/{config}/{split}.parquet"
-            _write_parquet(ex.trl_table(table), staging / rel)
+            _write_parquet(ex.trl_table(table), path_in(staging, rel))
             written.append(rel)
             put_bytes(f"exports/openrlhf/{config}/{split}.jsonl", ex.openrlhf_jsonl(table).encode())
     if any(dataset.rows(c) for c in cfg.exports):
@@ -279,8 +292,8 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
     copied: dict[bytes, str] = {}
     for s in licenses:
         rel = None
-        if s.text_file is not None:
-            data = s.text_file.read_bytes()
+        if s.text is not None:
+            data = s.text
             rel = copied.get(data)
             if rel is None:
                 rel = f"licenses/{s.kind}.LICENSE.txt"

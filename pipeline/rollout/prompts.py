@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from pipeline.config import ConfigError, Model, _format_error, unknown_name
+from pipeline.config import NAME_PATTERN, ConfigError, Model, Name, _format_error, unknown_name
 from pipeline.engines.registry import Prompt
 from pipeline.keys import canonical_json, digest
 
@@ -43,7 +43,7 @@ class Example(Model):
 class PromptTemplate(Model):
     """One prompt template file."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: Name
     version: str
     description: str = ""
     chat: bool
@@ -146,6 +146,6 @@ def _load(path: Path, mtime_ns: int) -> PromptTemplate:
 def load_template(name: str, *, directory: Path = PROMPTS_DIR) -> PromptTemplate:
     """The template ``<directory>/<name>.yaml``; an unknown name lists the known ones."""
     path = Path(directory) / f"{name}.yaml"
-    if not path.is_file():
+    if not NAME_PATTERN.fullmatch(name) or not path.is_file():  # a name is a file name, never a path
         raise unknown_name(f"prompt template (in {directory})", name, known_templates(directory))
     return _load(path, path.stat().st_mtime_ns)
