@@ -31,7 +31,8 @@ from pipeline.verify.gold_check import gold_parses
 __all__ = ["REASONS", "IngestResult", "IngestSummary", "Limits", "check", "check_invariant", "ingest"]
 
 REASONS: dict[str, str] = {
-    "not_utf8": "the line is not valid UTF-8",
+    "not_utf8": "the line is not valid UTF-8, or a text field holds what UTF-8 cannot encode (a lone surrogate "
+                "such as the JSON escape \\ud800)",
     "malformed_json": "the line is not valid JSON (or holds a number Python will not convert, over 4,300 digits)",
     "too_deep": "the line's JSON nests deeper than the parser's recursion limit (about 1,000 levels)",
     "line_too_long": "the line is longer than ingest.max_line_bytes; it is skipped in bounded reads, never parsed",
@@ -97,12 +98,24 @@ class _Reject(Exception):
         self.reason, self.detail = reason, detail
 
 
+def _encodable(text: str, what: str) -> str:
+    """``text`` when UTF-8 can encode it (every table is UTF-8); else a ``not_utf8`` reject naming the field.
+    JSON's ``\\ud800`` escape decodes to a lone surrogate, which no Parquet file can hold: every text field a row
+    keeps passes through here, so such a row is its own reject and never reaches the writer."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _Reject("not_utf8", f"{what} holds {text[exc.start:exc.end]!r} at character {exc.start}, which UTF-8 "
+                                  "cannot encode (a lone surrogate)") from None
+    return text
+
+
 def _text(value, what: str, reason_missing: str) -> str:
     if value is None:
         raise _Reject(reason_missing, f"no {what}")
     if not isinstance(value, str):
         raise _Reject("wrong_type", f"{what} is {type(value).__name__}, expected a string")
-    return value
+    return _encodable(value, what)
 
 
 def _gold(row: RawRow, limits: Limits) -> tuple[str, str | None]:
@@ -112,6 +125,8 @@ def _gold(row: RawRow, limits: Limits) -> tuple[str, str | None]:
         raise _Reject("wrong_type", f"solution is {type(solution).__name__}, expected a string")
     if solution is not None and len(solution) > limits.max_solution_chars:
         raise _Reject("solution_too_long", f"solution has {len(solution)} characters")
+    if solution is not None:
+        _encodable(solution, "solution")
     try:
         if row.gold_from == "boxed":
             gold = boxed_gold(_text(solution, "solution", "missing_gold"))
@@ -156,7 +171,7 @@ def _capped(value, what: str, limit: int, knob: str) -> str | None:
     text = None if value is None else str(value)
     if text is not None and len(text) > limit:
         raise _Reject("field_too_long", f"{what} has {len(text)} characters (limit ingest.{knob} = {limit})")
-    return text
+    return None if text is None else _encodable(text, what)
 
 
 def _fields(row: RawRow, limits: Limits) -> tuple[str | None, str | None, str | None]:
@@ -203,15 +218,21 @@ def _excerpt_of(value) -> str:
     return repr(value[:60]) if isinstance(value, str) else f"{type(value).__name__} {reprlib.repr(value)}"
 
 
+def _writable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (a lone surrogate) replaced, so a reject row can always be written."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def reject_row(rec: RawRow | RawReject, reason: str, detail: str) -> dict:
-    """A ``rejects`` row (less its stage) for ``rec``, with the id, detail and excerpt cut to their caps."""
-    sid = rec.source_id
+    """A ``rejects`` row (less its stage) for ``rec``, with the id, detail and excerpt cut to their caps (and any
+    lone surrogate in them replaced: the row that held one is rejected for it, its reject must still be written)."""
+    sid = str(rec.source_id)
     if len(sid) > MAX_REJECT_ID:
         sid = f"{sid[:MAX_REJECT_ID - 40]}... ({len(sid)} characters)"
     if len(detail) > MAX_DETAIL:
         detail = detail[:MAX_DETAIL - 3] + "..."
-    return {"source": rec.source, "source_id": sid, "reason": reason, "detail": detail,
-            "excerpt": rec.excerpt[:MAX_EXCERPT]}
+    return {"source": rec.source, "source_id": _writable(sid), "reason": reason, "detail": _writable(detail),
+            "excerpt": _writable(rec.excerpt[:MAX_EXCERPT])}
 
 
 def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dict]:
@@ -237,7 +258,7 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
     return True, {
         "problem_id": pid, "source": rec.source, "source_id": rec.source_id, "split": rec.split,
         "question": question, "answer": gold, "solution": solution, "subject": subject, "level": level,
-        "metadata": meta, "excerpt": rec.excerpt[:MAX_EXCERPT],
+        "metadata": meta, "excerpt": _writable(rec.excerpt[:MAX_EXCERPT]),
         "source_difficulty": difficulty, "source_difficulty_measure": measure,
     }
 
