@@ -36,13 +36,16 @@ REASONS: dict[str, str] = {
     "malformed_json": "the line is not valid JSON (or holds a number Python will not convert, over 4,300 digits)",
     "too_deep": "the line's JSON nests deeper than the parser's recursion limit (about 1,000 levels)",
     "line_too_long": "the line is longer than ingest.max_line_bytes; it is skipped in bounded reads, never parsed",
+    "row_too_long": "a Parquet or 🤗 datasets row whose columns hold more than ingest.max_line_bytes bytes (the line "
+                    "cap); measured on the Arrow data, never decoded",
     "not_an_object": "the line is JSON but not an object",
     "missing_question": "no question field, or it is null",
     "wrong_type": "question or solution is not a string, or the answer is not a string, number, boolean or "
                   "flat list of numbers (an object, a nested or empty list...)",
     "empty_question": "the question is empty after normalisation",
     "control_characters": "the question holds NUL or other control characters (binary data)",
-    "question_too_long": "the question is longer than ingest.max_question_chars",
+    "question_too_long": "the question is longer than ingest.max_question_chars (Parquet and 🤗 datasets: measured on "
+                         "the Arrow data, before the row is decoded)",
     "missing_gold": "no answer (or solution, for boxed golds) to take the gold from",
     "unparseable_gold": "the gold cannot be extracted, or math-verify cannot parse it",
     "answer_too_long": "the gold is longer than ingest.max_answer_chars",
