@@ -9,6 +9,7 @@ stage go on.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -20,13 +21,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.config import IngestConfig, field_default
+from pipeline.config import IngestConfig, VerifyConfig, field_default
 from pipeline.gold import GoldError, boxed_gold, gsm8k_gold, json_gold
 from pipeline.ingest.fold import Fold
 from pipeline.ingest.records import Limits, RawReject, RawRow
 from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.keys import normalize_question, problem_id
-from pipeline.verify.gold_check import gold_parses
+from pipeline.verify.gold_check import gold_parses, ungradable_golds
 
 __all__ = ["REASONS", "IngestResult", "IngestSummary", "Limits", "check", "check_invariant", "ingest"]
 
@@ -48,7 +49,11 @@ REASONS: dict[str, str] = {
                          "the Arrow data, before the row is decoded)",
     "missing_gold": "no answer (or solution, for boxed golds) to take the gold from",
     "unparseable_gold": "the gold cannot be extracted, or math-verify cannot parse it",
-    "answer_too_long": "the gold is longer than ingest.max_answer_chars",
+    "answer_too_long": "the gold is longer than ingest.max_answer_chars (by default verify.max_answer_chars: the "
+                       "verifier reads no longer answer, so such a gold could never be answered)",
+    "ungradable_gold": "the verifier cannot grade answers against the gold within its bounds (verify.timeout_s, "
+                       "verify.memory_mb): graded once against itself and against 0, it times out, errs or is not "
+                       "equal to itself; every sample would end the same way",
     "solution_too_long": "the solution is longer than ingest.max_solution_chars",
     "field_too_long": "the id, subject or level is longer than ingest.max_field_chars, or the extra columns "
                       "(metadata, as JSON) longer than ingest.max_metadata_chars",
@@ -267,14 +272,18 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
 
 
 def ingest(records: Iterable[RawRow | RawReject], *, limits: Limits = Limits(),
-           memory_limit_mb: int = field_default(IngestConfig, "memory_limit_mb")) -> IngestResult:
-    """Check, key and fold ``records`` (in order: the first row of a question wins) into two in-memory tables.
+           memory_limit_mb: int = field_default(IngestConfig, "memory_limit_mb"),
+           verify: VerifyConfig | None = None) -> IngestResult:
+    """Check, key and fold ``records`` (in order: the first row of a question wins) into two in-memory tables;
+    each distinct gold is graded once under ``verify``'s bounds (None: the defaults) and one the verifier could
+    never grade is an ``ungradable_gold`` reject.
 
     For tests and small inputs; the stage (:func:`pipeline.ingest.run`) streams the same fold
     into shards instead. The fold's working storage is a temp folder, removed on return.
     """
     with tempfile.TemporaryDirectory(prefix="passband-ingest-") as tmp, \
-            Fold(Path(tmp), memory_limit_mb=memory_limit_mb) as fold:
+            Fold(Path(tmp), memory_limit_mb=memory_limit_mb,
+                 grade_golds=functools.partial(ungradable_golds, config=verify or VerifyConfig())) as fold:
         for rec in records:
             fold.add(rec.source, *check(rec, limits))
         summary = fold.finish()
