@@ -781,6 +781,82 @@ def _(root: Path, res: Result) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _ingest_file(root: Path, res: Result, kind: str, name: str, write: Callable[[Path], None], *,
+                 limit_s: float = 120, want_problems: int | None = None, want_reasons: dict[str, int] | None = None,
+                 ) -> Run:
+    """Ingest one user file ``name`` of ``kind`` (written by ``write``); the outcome is the tables' counts, and the
+    case is as expected when the problems and the rejects per reason are the ones wanted."""
+    import collections
+
+    from pipeline.io import read_table
+
+    write(root / name)
+    set_params(root, _user_source(kind, name))
+    before = digest(root / name)
+    r = cli(root, "ingest", limit_s=limit_s, env={"HF_HOME": str(root / ".hf"), "HF_DATASETS_OFFLINE": "1"})
+    res.seconds, res.peak_mib = r.seconds, r.peak_mib
+    res.untouched = digest(root / name) == before
+    if r.rc != 0:
+        res.outcome = f"exit {r.rc}: {r.error_line[:140]}"
+        return r
+    problems = read_table(root / "data" / "problems", name="problems").num_rows
+    reasons = dict(collections.Counter(read_table(root / "data" / "rejects", name="rejects")["reason"].to_pylist()))
+    res.outcome = f"{problems} problems, rejects {reasons}"[:160]
+    res.expected = ((want_problems is None or problems == want_problems)
+                    and (want_reasons is None or reasons == want_reasons))
+    return r
+
+
+def _dictionary_bomb(path: Path) -> None:
+    """1,024 rows whose question is one 1.5 MB string, dictionary-encoded: an 802-byte file, 1.5 GB as Python."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    question = pa.DictionaryArray.from_arrays(pa.array([0] * 1024, pa.int32()), pa.array(["x" * 1_500_000]))
+    pq.write_table(pa.table({"question": question, "answer": pa.array(["1"] * 1024)}), path, compression="zstd")
+
+
+@case("ingest_parquet_dictionary_bomb", "Parquet: one 1.5 MB question dictionary-encoded over 1,024 rows (an 802-byte file; "
+      "1.66 GB peak before)", bound_s=60, bound_mib=400)
+def _(root: Path, res: Result) -> None:
+    _ingest_file(root, res, "parquet", "input.parquet", _dictionary_bomb, want_problems=0,
+                 want_reasons={"question_too_long": 1024})
+
+
+@case("ingest_hf_dictionary_bomb", "kind: hf on the same 802-byte Parquet file (an Arrow cache in /tmp before)",
+      bound_s=60, bound_mib=400)
+def _(root: Path, res: Result) -> None:
+    _ingest_file(root, res, "hf", "input.parquet", _dictionary_bomb, want_problems=0,
+                 want_reasons={"question_too_long": 1024})
+    res.untouched = res.untouched and not (root / ".hf").exists()
+
+
+@case("ingest_lone_surrogate", 'JSONL: {"question":"What is 2 + 2?","answer":"4\\ud800"} among good rows '
+      "(UnicodeEncodeError traceback before)", bound_s=30)
+def _(root: Path, res: Result) -> None:
+    lines = [_good(1), b'{"question":"What is 2 + 2?","answer":"4\\ud800"}', _good(2)]
+    _ingest_file(root, res, "jsonl", "input.jsonl", lambda p: p.write_bytes(b"\n".join(lines) + b"\n"),
+                 want_problems=2, want_reasons={"not_utf8": 1})
+
+
+@case("ingest_ungradable_golds", "golds (x+1)^{10000} and \\binom{10^9}{10^8} among good rows (banded unsolved "
+      "after 146 s of timeouts per 20 samples before)", bound_s=180)
+def _(root: Path, res: Result) -> None:
+    lines = [_good(1), json.dumps({"question": "Expand (x+1)^{10000}.", "answer": "(x+1)^{10000}"}).encode(),
+             json.dumps({"question": "Compute C(10^9, 10^8).", "answer": "\\binom{10^9}{10^8}"}).encode(), _good(2)]
+    _ingest_file(root, res, "jsonl", "input.jsonl", lambda p: p.write_bytes(b"\n".join(lines) + b"\n"),
+                 limit_s=240, want_problems=2, want_reasons={"ungradable_gold": 2})
+
+
+@case("ingest_gold_longer_than_verify_reads", "a 401-character gold (verify reads answers of 200 at most; ingest "
+      "allowed 1,000 before)", bound_s=30)
+def _(root: Path, res: Result) -> None:
+    gold = "+".join(["1"] * 201)
+    lines = [_good(1), json.dumps({"question": "Add 201 ones.", "answer": gold}).encode(), _good(2)]
+    _ingest_file(root, res, "jsonl", "input.jsonl", lambda p: p.write_bytes(b"\n".join(lines) + b"\n"),
+                 want_problems=2, want_reasons={"answer_too_long": 1})
+
+
 BIG = {"ingest_200mb_line", "ingest_300k_rows"}
 
 

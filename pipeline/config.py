@@ -217,7 +217,10 @@ class SourceConfig(Model):
 class IngestConfig(Model):
     sources: list[SourceConfig] = Field(description="the inputs, read in order (duplicates fold into the first)")
     max_question_chars: int = Field(20_000, gt=0, description="cap on a question (longer: a reject)")
-    max_answer_chars: int = Field(1_000, gt=0, description="cap on a gold answer (longer: a reject)")
+    max_answer_chars: int | None = Field(None, gt=0, description="cap on a gold answer (longer: a reject); null: "
+                                                                 "verify.max_answer_chars, the longest answer the "
+                                                                 "verifier reads (more is an error: such a gold could "
+                                                                 "never be answered)")
     max_solution_chars: int = Field(50_000, gt=0, description="cap on a reference solution (longer: a reject)")
     max_field_chars: int = Field(1_000, gt=0, description="cap on a row's id, subject and level (longer: a reject)")
     max_metadata_chars: int = Field(10_000, gt=0, description="cap on a row's extra columns as JSON (longer: a reject)")
@@ -446,6 +449,16 @@ class Params(Model):
             check_paths(self.paths)
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
+        return self
+
+    @model_validator(mode="after")
+    def _answer_caps_agree(self) -> Params:
+        """A gold longer than the verifier reads could never be answered: ingest's cap is verify's, or below it."""
+        cap, verify_cap = self.ingest.max_answer_chars, self.verify.max_answer_chars
+        if cap is not None and cap > verify_cap:
+            raise ValueError(f"ingest.max_answer_chars ({cap}) is above verify.max_answer_chars ({verify_cap}): a gold "
+                             "longer than the verifier reads could never be answered; leave ingest.max_answer_chars "
+                             "out (it follows verify's) or lower it")
         return self
 
     @model_validator(mode="after")

@@ -289,3 +289,59 @@ def test_a_row_whose_mapping_raises_is_a_bad_row_reject_and_the_rest_go_on():
     out = list(_mapped(SourceConfig(name="s", kind="jsonl", path="f"), items, to_row))
     assert [type(r).__name__ for r in out] == ["RawRow", "RawReject", "RawRow"]
     assert out[1].reason == "bad_row" and "4300 digits" in out[1].detail
+
+
+# --- Parquet and hf: each value measured on the Arrow data before it is decoded -------------------------------------
+
+
+def _dictionary_file(path: Path, chars: int = 100_000, rows: int = 1_024, store_schema: bool = True) -> Path:
+    """``rows`` rows whose question is one string of ``chars`` characters stored once (dictionary-encoded)."""
+    question = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), pa.array(["x" * chars]))
+    pq.write_table(pa.table({"question": question, "answer": pa.array(["1"] * rows)}), path, compression="zstd",
+                   store_schema=store_schema)
+    return path
+
+
+@pytest.mark.parametrize("kind,store_schema", [("parquet", True), ("parquet", False), ("hf", True)])
+def test_a_dictionary_encoded_huge_question_is_rejected_before_it_is_decoded(tmp_path, kind, store_schema):
+    """One 100,000-character question repeated over 1,024 rows: 100 MB as Python strings, read with a Python
+    allocation peak under 8 MB, every row a question_too_long reject with its true length."""
+    path = _dictionary_file(tmp_path / "bomb.parquet", store_schema=store_schema)
+    assert path.stat().st_size < 2_000
+    src = SourceConfig(name="s", kind=kind, path=path.name)
+    tracemalloc.start()
+    try:
+        records = list(read_source(src, root=tmp_path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8_000_000, peak
+    assert [r.reason for r in records] == ["question_too_long"] * 1_024
+    assert "100,000 characters" in records[0].detail and "ingest.max_question_chars" in records[0].detail
+    assert records[0].excerpt == "x" * 200
+    assert records[5].source_id == ("bomb.parquet:5" if kind == "parquet" else "train:5")
+
+
+def test_arrow_caps_give_the_cores_reasons_and_the_rest_is_read(tmp_path):
+    rows = [{"question": "What is 1 + 1?", "answer": "2", "solution": "s" * 60_000, "note": "n"},
+            {"question": "What is 1 + 2?", "answer": "3", "solution": "1 + 2 = 3", "note": "n" * 20_000},
+            {"question": "What is 1 + 3?", "answer": "4", "solution": "1 + 3 = 4", "note": "n" * 900},
+            {"question": "What is 1 + 4?", "answer": "5", "solution": "1 + 4 = 5", "note": "n"}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "p.parquet")
+    res = _ingest(tmp_path / "p.parquet", kind="parquet", limits=Limits(max_line_bytes=800))
+    assert [(r["source_id"], r["reason"]) for r in res.rejects.to_pylist()] == [
+        ("p.parquet:0", "solution_too_long"), ("p.parquet:1", "field_too_long"), ("p.parquet:2", "row_too_long")]
+    assert "metadata" in res.rejects.to_pylist()[1]["detail"]
+    assert _answers(res) == ["5"]
+
+
+def test_a_row_that_cannot_be_decoded_is_one_reject(tmp_path):
+    """Invalid UTF-8 in a Parquet string column (another writer's bytes): that row a not_utf8 reject, the rest read."""
+    data = b"What is 1 + 1?" + b"caf\xff?" + b"What is 1 + 3?"
+    offsets = pa.array([0, 14, 19, 33], pa.int32())
+    question = pa.Array.from_buffers(pa.string(), 3, [None, offsets.buffers()[1], pa.py_buffer(data)])
+    pq.write_table(pa.table({"question": question, "answer": ["2", "3", "4"]}), tmp_path / "u.parquet",
+                   use_dictionary=False)
+    res = _ingest(tmp_path / "u.parquet", kind="parquet")
+    assert _reasons(res) == [("u.parquet:1", "not_utf8")]
+    assert _answers(res) == ["2", "4"]

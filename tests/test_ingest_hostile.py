@@ -60,6 +60,10 @@ JSONL_CASES: list[tuple[str, bytes, tuple[str, str | None]]] = [
     ("separators a", j({"question": "Compute 11111111100.", "answer": "11, 111, 111, 100"}), ("problem", "11, 111, 111, 100")),
     ("separators b", j({"question": "Compute 11111111100. ", "answer": "11,\\! 111,\\! 111,\\! 100"}), ("duplicate", None)),
     ("separators c", j({"question": "compute 11111111100.", "answer": "11{,}111{,}111{,}100"}), ("duplicate", None)),
+    # a lone surrogate (JSON's \ud800 escape) in any field UTF-8 must hold: that row's reject, never the stage's end
+    ("surrogate gold", b'{"question": "What is 2 + 2?", "answer": "4\\ud800"}', ("reject", "not_utf8")),
+    ("surrogate question", b'{"question": "What is 2 + 5?\\udc00", "answer": "7"}', ("reject", "not_utf8")),
+    ("surrogate extra column", b'{"question": "What is 2 + 6?", "answer": "8", "note": "\\ud83d"}', ("problem", "8")),
 ]
 
 GSM8K_CASES = [
@@ -148,3 +152,79 @@ def test_nothing_is_lost(result):
 def test_rejects_keep_an_excerpt_not_the_whole_row(result):
     big = [r for r in result.rejects.to_pylist() if r["reason"] == "question_too_long"]
     assert len(big) == 1 and len(big[0]["excerpt"]) <= 200
+
+
+def test_a_lone_surrogate_is_named_in_the_detail_and_the_reject_row_is_written(tmp_path):
+    from pipeline.ingest.core import check
+    from pipeline.ingest.records import RawReject, RawRow
+
+    ok, row = check(RawRow("s", "f:1", "What is 2 + 2?", answer="4\ud800", excerpt="What is 2 + 2?"))
+    assert not ok and row["reason"] == "not_utf8" and "answer holds '\\ud800' at character 1" in row["detail"]
+    ok, row = check(RawRow("s", "id\udc00", "What is 1?\ud800", answer="1", excerpt="What is 1?\ud800"))
+    assert not ok and row["reason"] == "not_utf8" and row["excerpt"] == "What is 1??" and row["source_id"] == "id?"
+    res = ingest([RawReject("s", "f:2", "malformed_json", "bad \ud800", "x\ud800"),
+                  RawRow("s", "f:3", "What is 3 + 3?", answer="6", solution="so 6\ud800")])
+    assert [(r["reason"], r["detail"][:4], r["excerpt"]) for r in res.rejects.to_pylist()] == [
+        ("malformed_json", "bad ", "x?"), ("not_utf8", "solu", "")]
+
+
+# --- golds the verifier could never grade ---------------------------------------------------------------------------
+
+
+def test_a_gold_the_verifier_cannot_grade_is_a_reject_graded_once_under_its_bounds():
+    from pipeline.config import VerifyConfig
+    from pipeline.ingest.records import RawRow
+
+    rows = [RawRow("s", "f:1", "What is 1 + 1?", answer="2"),
+            RawRow("s", "f:2", "Expand (x+1)^{10000}.", answer="(x+1)^{10000}"),
+            RawRow("s", "f:3", "Compute it again: expand (x+1)^{10000}.", answer="(x+1)^{10000}"),
+            RawRow("s", "f:4", "When?", answer="05:00"),
+            RawRow("s", "f:5", "Half of 1?", answer="\\frac{1}{2}")]
+    res = ingest(rows, verify=VerifyConfig(workers=1, timeout_s=1.0))
+    rejects = res.rejects.to_pylist()
+    assert [(r["source_id"], r["reason"]) for r in rejects] == [
+        ("f:2", "ungradable_gold"), ("f:3", "ungradable_gold"), ("f:4", "ungradable_gold")]
+    assert "answer 0" in rejects[0]["detail"] and "timeout" in rejects[0]["detail"]
+    assert "against itself is error" in rejects[2]["detail"]
+    assert _gold_list(res) == ["2", "\\frac{1}{2}"]
+    assert res.reasons == {"ungradable_gold": 3} and res.per_source["s"]["rejects"] == 3
+
+
+def _gold_list(res) -> list[str]:
+    return res.problems.column("answer").to_pylist()
+
+
+def test_plain_number_golds_are_graded_without_the_worker_pool(monkeypatch):
+    from pipeline.verify import gold_check
+
+    def no_pool(**_kw):
+        raise AssertionError("a plain number went to the worker pool")
+
+    monkeypatch.setattr(gold_check, "shared_pool", no_pool)
+    assert gold_check.ungradable_golds(["7", "-3", "1/2", "0.25", "1,234", "0"]) == [None] * 6
+
+
+def test_every_gold_of_the_embedded_set_passes_the_ingest_grading():
+    from pipeline.config import VerifyConfig
+    from pipeline.ingest.synthetic import SyntheticOptions, generate
+    from pipeline.verify.gold_check import ungradable_golds
+
+    completions = Path(__file__).parent / "data" / "embedded_completions.jsonl"
+    golds = sorted({json.loads(line)["gold"] for line in completions.read_text().splitlines()}
+                   | {item.answer for item in generate(SyntheticOptions(n_per_level=12, seed=0))})
+    assert len(golds) > 50
+    assert ungradable_golds(golds, config=VerifyConfig(workers=1)) == [None] * len(golds)
+
+
+def test_the_answer_caps_agree():
+    import yaml
+
+    from pipeline.config import ConfigError, parse_params
+    from pipeline.ingest.stage import limits_of
+
+    base = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    assert limits_of(parse_params(base)).max_answer_chars == 200  # verify.max_answer_chars: one setting
+    assert limits_of(parse_params({**base, "verify": {"max_answer_chars": 300}})).max_answer_chars == 300
+    assert limits_of(parse_params({**base, "ingest": {**base["ingest"], "max_answer_chars": 100}})).max_answer_chars == 100
+    with pytest.raises(ConfigError, match=r"ingest.max_answer_chars \(1000\) is above verify.max_answer_chars \(200\)"):
+        parse_params({**base, "ingest": {**base["ingest"], "max_answer_chars": 1000}})

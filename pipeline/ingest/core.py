@@ -9,6 +9,7 @@ stage go on.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -20,31 +21,39 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.config import IngestConfig, field_default
+from pipeline.config import IngestConfig, VerifyConfig, field_default
 from pipeline.gold import GoldError, boxed_gold, gsm8k_gold, json_gold
 from pipeline.ingest.fold import Fold
 from pipeline.ingest.records import Limits, RawReject, RawRow
 from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.keys import normalize_question, problem_id
-from pipeline.verify.gold_check import gold_parses
+from pipeline.verify.gold_check import gold_parses, ungradable_golds
 
 __all__ = ["REASONS", "IngestResult", "IngestSummary", "Limits", "check", "check_invariant", "ingest"]
 
 REASONS: dict[str, str] = {
-    "not_utf8": "the line is not valid UTF-8",
+    "not_utf8": "the line is not valid UTF-8, or a text field holds what UTF-8 cannot encode (a lone surrogate "
+                "such as the JSON escape \\ud800)",
     "malformed_json": "the line is not valid JSON (or holds a number Python will not convert, over 4,300 digits)",
     "too_deep": "the line's JSON nests deeper than the parser's recursion limit (about 1,000 levels)",
     "line_too_long": "the line is longer than ingest.max_line_bytes; it is skipped in bounded reads, never parsed",
+    "row_too_long": "a Parquet or 🤗 datasets row whose columns hold more than ingest.max_line_bytes bytes (the line "
+                    "cap); measured on the Arrow data, never decoded",
     "not_an_object": "the line is JSON but not an object",
     "missing_question": "no question field, or it is null",
     "wrong_type": "question or solution is not a string, or the answer is not a string, number, boolean or "
                   "flat list of numbers (an object, a nested or empty list...)",
     "empty_question": "the question is empty after normalisation",
     "control_characters": "the question holds NUL or other control characters (binary data)",
-    "question_too_long": "the question is longer than ingest.max_question_chars",
+    "question_too_long": "the question is longer than ingest.max_question_chars (Parquet and 🤗 datasets: measured on "
+                         "the Arrow data, before the row is decoded)",
     "missing_gold": "no answer (or solution, for boxed golds) to take the gold from",
     "unparseable_gold": "the gold cannot be extracted, or math-verify cannot parse it",
-    "answer_too_long": "the gold is longer than ingest.max_answer_chars",
+    "answer_too_long": "the gold is longer than ingest.max_answer_chars (by default verify.max_answer_chars: the "
+                       "verifier reads no longer answer, so such a gold could never be answered)",
+    "ungradable_gold": "the verifier cannot grade answers against the gold within its bounds (verify.timeout_s, "
+                       "verify.memory_mb): graded once against itself and against 0, it times out, errs or is not "
+                       "equal to itself; every sample would end the same way",
     "solution_too_long": "the solution is longer than ingest.max_solution_chars",
     "field_too_long": "the id, subject or level is longer than ingest.max_field_chars, or the extra columns "
                       "(metadata, as JSON) longer than ingest.max_metadata_chars",
@@ -97,12 +106,24 @@ class _Reject(Exception):
         self.reason, self.detail = reason, detail
 
 
+def _encodable(text: str, what: str) -> str:
+    """``text`` when UTF-8 can encode it (every table is UTF-8); else a ``not_utf8`` reject naming the field.
+    JSON's ``\\ud800`` escape decodes to a lone surrogate, which no Parquet file can hold: every text field a row
+    keeps passes through here, so such a row is its own reject and never reaches the writer."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _Reject("not_utf8", f"{what} holds {text[exc.start:exc.end]!r} at character {exc.start}, which UTF-8 "
+                                  "cannot encode (a lone surrogate)") from None
+    return text
+
+
 def _text(value, what: str, reason_missing: str) -> str:
     if value is None:
         raise _Reject(reason_missing, f"no {what}")
     if not isinstance(value, str):
         raise _Reject("wrong_type", f"{what} is {type(value).__name__}, expected a string")
-    return value
+    return _encodable(value, what)
 
 
 def _gold(row: RawRow, limits: Limits) -> tuple[str, str | None]:
@@ -112,6 +133,8 @@ def _gold(row: RawRow, limits: Limits) -> tuple[str, str | None]:
         raise _Reject("wrong_type", f"solution is {type(solution).__name__}, expected a string")
     if solution is not None and len(solution) > limits.max_solution_chars:
         raise _Reject("solution_too_long", f"solution has {len(solution)} characters")
+    if solution is not None:
+        _encodable(solution, "solution")
     try:
         if row.gold_from == "boxed":
             gold = boxed_gold(_text(solution, "solution", "missing_gold"))
@@ -156,7 +179,7 @@ def _capped(value, what: str, limit: int, knob: str) -> str | None:
     text = None if value is None else str(value)
     if text is not None and len(text) > limit:
         raise _Reject("field_too_long", f"{what} has {len(text)} characters (limit ingest.{knob} = {limit})")
-    return text
+    return None if text is None else _encodable(text, what)
 
 
 def _fields(row: RawRow, limits: Limits) -> tuple[str | None, str | None, str | None]:
@@ -203,15 +226,21 @@ def _excerpt_of(value) -> str:
     return repr(value[:60]) if isinstance(value, str) else f"{type(value).__name__} {reprlib.repr(value)}"
 
 
+def _writable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (a lone surrogate) replaced, so a reject row can always be written."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def reject_row(rec: RawRow | RawReject, reason: str, detail: str) -> dict:
-    """A ``rejects`` row (less its stage) for ``rec``, with the id, detail and excerpt cut to their caps."""
-    sid = rec.source_id
+    """A ``rejects`` row (less its stage) for ``rec``, with the id, detail and excerpt cut to their caps (and any
+    lone surrogate in them replaced: the row that held one is rejected for it, its reject must still be written)."""
+    sid = str(rec.source_id)
     if len(sid) > MAX_REJECT_ID:
         sid = f"{sid[:MAX_REJECT_ID - 40]}... ({len(sid)} characters)"
     if len(detail) > MAX_DETAIL:
         detail = detail[:MAX_DETAIL - 3] + "..."
-    return {"source": rec.source, "source_id": sid, "reason": reason, "detail": detail,
-            "excerpt": rec.excerpt[:MAX_EXCERPT]}
+    return {"source": rec.source, "source_id": _writable(sid), "reason": reason, "detail": _writable(detail),
+            "excerpt": _writable(rec.excerpt[:MAX_EXCERPT])}
 
 
 def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dict]:
@@ -237,20 +266,24 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
     return True, {
         "problem_id": pid, "source": rec.source, "source_id": rec.source_id, "split": rec.split,
         "question": question, "answer": gold, "solution": solution, "subject": subject, "level": level,
-        "metadata": meta, "excerpt": rec.excerpt[:MAX_EXCERPT],
+        "metadata": meta, "excerpt": _writable(rec.excerpt[:MAX_EXCERPT]),
         "source_difficulty": difficulty, "source_difficulty_measure": measure,
     }
 
 
 def ingest(records: Iterable[RawRow | RawReject], *, limits: Limits = Limits(),
-           memory_limit_mb: int = field_default(IngestConfig, "memory_limit_mb")) -> IngestResult:
-    """Check, key and fold ``records`` (in order: the first row of a question wins) into two in-memory tables.
+           memory_limit_mb: int = field_default(IngestConfig, "memory_limit_mb"),
+           verify: VerifyConfig | None = None) -> IngestResult:
+    """Check, key and fold ``records`` (in order: the first row of a question wins) into two in-memory tables;
+    each distinct gold is graded once under ``verify``'s bounds (None: the defaults) and one the verifier could
+    never grade is an ``ungradable_gold`` reject.
 
     For tests and small inputs; the stage (:func:`pipeline.ingest.run`) streams the same fold
     into shards instead. The fold's working storage is a temp folder, removed on return.
     """
     with tempfile.TemporaryDirectory(prefix="passband-ingest-") as tmp, \
-            Fold(Path(tmp), memory_limit_mb=memory_limit_mb) as fold:
+            Fold(Path(tmp), memory_limit_mb=memory_limit_mb,
+                 grade_golds=functools.partial(ungradable_golds, config=verify or VerifyConfig())) as fold:
         for rec in records:
             fold.add(rec.source, *check(rec, limits))
         summary = fold.finish()

@@ -12,12 +12,16 @@ Folding: the first row of a ``problem_id`` is the problem; a later row with an e
 is a duplicate (counted in ``n_duplicates``); if any row's gold is not equivalent to the first
 row's, every row of that ``problem_id`` is a ``conflicting_gold`` reject. Only the distinct
 golds of repeated ids come back to Python (for math-verify's equivalence).
+
+Grading: before the fold, each distinct gold is graded once by ``grade_golds`` (the stage passes
+:func:`pipeline.verify.gold_check.ungradable_golds` under the verify settings); every row whose gold the
+verifier could never grade is an ``ungradable_gold`` reject, and the fold goes on without it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import duckdb
@@ -58,8 +62,11 @@ class Fold:
     """Add checked rows with :meth:`add`, then :meth:`finish`, then stream :meth:`problem_shards` and
     :meth:`reject_shards` (each a lazy iterable of ``(shard_name, table)``, for :func:`pipeline.io.replace_dir`)."""
 
-    def __init__(self, workdir: Path, *, memory_limit_mb: int = field_default(IngestConfig, "memory_limit_mb")):
+    def __init__(self, workdir: Path, *, memory_limit_mb: int = field_default(IngestConfig, "memory_limit_mb"),
+                 grade_golds: Callable[[Sequence[str]], list[str | None]] | None = None):
+        """``grade_golds``: for a list of golds, why each can never be graded (None: it can); None grades none."""
         self.dir = Path(workdir)
+        self.grade_golds = grade_golds
         self.con = duckdb.connect(str(self.dir / "fold.duckdb"), config={
             "memory_limit": f"{memory_limit_mb}MB", "temp_directory": str(self.dir / "spill"),
             "preserve_insertion_order": False})
@@ -115,11 +122,12 @@ class Fold:
         con = self.con
         self._load("rows", True, _NARROW_COLS)
         self._load("rejects", False, _REJECT_COLS)
+        ungradable = self._reject_ungradable()
         con.execute("CREATE TABLE conflicted (problem_id VARCHAR, detail VARCHAR)")
         con.execute("CREATE TABLE firsts AS SELECT problem_id, min(seq) AS seq, count(*) - 1 AS n_dup "
                     "FROM rows GROUP BY problem_id ORDER BY seq")
         self._find_conflicts()
-        per_source = {s: {"read": n, "problems": 0, "rejects": self.read_rejects[s], "duplicates": 0}
+        per_source = {s: {"read": n, "problems": 0, "rejects": self.read_rejects[s] + ungradable[s], "duplicates": 0}
                       for s, n in self.read.items()}
         for src, n_problems, n_dups in con.execute(
                 "SELECT r.source, count(f.seq), count(*) - count(f.seq) FROM rows r LEFT JOIN firsts f ON r.seq = f.seq "
@@ -130,6 +138,8 @@ class Fold:
             per_source[src]["rejects"] += n
             n_conflicts += n
         reasons = Counter(self.reasons)
+        if ungradable:
+            reasons["ungradable_gold"] += ungradable.total()
         if n_conflicts:
             reasons["conflicting_gold"] += n_conflicts
         self.summary = IngestSummary(
@@ -139,6 +149,31 @@ class Fold:
             per_source=per_source, reasons=dict(reasons))
         check_invariant(self.summary)
         return self.summary
+    def _reject_ungradable(self) -> Counter:
+        """Grade each distinct gold once; move the rows whose gold can never be graded to the rejects (in their
+        input place). The count of such rows per source."""
+        con = self.con
+        con.execute("CREATE TABLE ungradable (answer VARCHAR, detail VARCHAR)")
+        if self.grade_golds is None:
+            return Counter()
+        cur = con.cursor()
+        cur.execute("SELECT DISTINCT answer FROM rows ORDER BY answer")
+        while chunk := cur.fetchmany(FETCH_ROWS):
+            golds = [g for (g,) in chunk]
+            found = [{"answer": g, "detail": d} for g, d in zip(golds, self.grade_golds(golds), strict=True) if d]
+            if found:
+                batch = pa.Table.from_pylist(found, schema=pa.schema([("answer", pa.string()), ("detail", pa.string())]))
+                con.register("found", batch)
+                con.execute("INSERT INTO ungradable SELECT * FROM found")
+                con.unregister("found")
+        cur.close()
+        con.execute("INSERT INTO rejects SELECT r.seq, r.source, r.source_id, 'ungradable_gold', u.detail, r.excerpt "
+                    "FROM rows r JOIN ungradable u ON r.answer = u.answer")
+        counts = Counter(dict(con.execute("SELECT r.source, count(*) FROM rows r JOIN ungradable u "
+                                          "ON r.answer = u.answer GROUP BY r.source").fetchall()))
+        con.execute("DELETE FROM rows WHERE answer IN (SELECT answer FROM ungradable)")
+        return counts
+
     def _find_conflicts(self) -> None:
         """Compare each repeated problem's distinct golds with its first row's; write the conflicting ids."""
         cur = self.con.cursor()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.config import IngestConfig, field_default
+from pipeline.config import IngestConfig, VerifyConfig, field_default
 
 
 @dataclass(frozen=True)
@@ -13,7 +13,7 @@ class Limits:
     """Size caps (``ingest.max_*``; defaults: IngestConfig's): a row over one of them is a reject, never stored or truncated."""
 
     max_question_chars: int = field_default(IngestConfig, "max_question_chars")
-    max_answer_chars: int = field_default(IngestConfig, "max_answer_chars")
+    max_answer_chars: int = field_default(VerifyConfig, "max_answer_chars")  # ingest's follows verify's by default
     max_solution_chars: int = field_default(IngestConfig, "max_solution_chars")
     max_field_chars: int = field_default(IngestConfig, "max_field_chars")
     max_metadata_chars: int = field_default(IngestConfig, "max_metadata_chars")

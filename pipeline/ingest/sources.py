@@ -18,17 +18,18 @@ import codecs
 import contextlib
 import json
 import reprlib
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pydantic import Field
 
 from pipeline.config import ConfigError, Model, SourceConfig, parse_options, unknown_name
 from pipeline.errors import PassbandError
-from pipeline.ingest import paths
+from pipeline.ingest import arrow_rows, paths
+from pipeline.ingest.arrow_rows import ValueCap
 from pipeline.ingest.presets import Preset, get_preset
 from pipeline.ingest.records import Limits, RawReject, RawRow
 from pipeline.ingest.synthetic import SyntheticOptions, generate
@@ -323,44 +324,105 @@ def _damaged(cfg: SourceConfig, path: Path, exc: BaseException, n: int) -> Sourc
                        "replace it with an intact copy (nothing was written)")
 
 
+def _caps(m: Mapping, limits: Limits) -> list[ValueCap]:
+    """The fields whose cap holds on the raw value, in the core's order (applied where the field's mapping names a
+    text column of the batch)."""
+    wrapper = len(m.preset.strip_prefix) + len(m.preset.strip_suffix) if m.preset else 0  # stripped before the cap
+    rules = [("question", limits.max_question_chars + wrapper, "question_too_long", "max_question_chars"),
+             ("solution", limits.max_solution_chars, "solution_too_long", "max_solution_chars"),
+             ("id", limits.max_field_chars, "field_too_long", "max_field_chars"),
+             ("subject", limits.max_field_chars, "field_too_long", "max_field_chars"),
+             ("level", limits.max_field_chars, "field_too_long", "max_field_chars")]
+    return [ValueCap(m.fields[f], cap, reason, f, knob) for f, cap, reason, knob in rules]
+
+
+_SCALARS = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_floating,
+            pa.types.is_boolean, pa.types.is_null)
+
+
+def _read_columns(schema: pa.Schema, m: Mapping) -> list[str]:
+    """The top-level columns a row needs: the mapped ones, and those kept in metadata (without a preset's list:
+    every column of a type that becomes a str, int, float, bool or None, the values ``_mapped_row`` keeps)."""
+    names = schema.names
+    mapped = {paths.top_key(p, dict.fromkeys(names)) for p in m.fields.values()}
+    if m.kept is None:
+        def scalar(t: pa.DataType) -> bool:
+            return any(is_(t.value_type if pa.types.is_dictionary(t) else t) for is_ in _SCALARS)
+        kept = {f.name for f in schema if scalar(f.type)}
+    else:
+        kept = {paths.top_key(p, dict.fromkeys(names)) for p in m.kept}
+    return [n for n in names if n in mapped | kept]
+
+
+def _arrow_rows(cfg: SourceConfig, batches: Iterable[pa.RecordBatch], m: Mapping, limits: Limits,
+                sid: Callable[[int], str]) -> Iterator[Record]:
+    """The rows of ``batches`` through the mapping, each value measured on the Arrow arrays first
+    (:mod:`pipeline.ingest.arrow_rows`): one over its cap is a reject before it becomes a Python object."""
+    metadata = ValueCap("", limits.max_metadata_chars, "field_too_long", "the extra columns (metadata)",
+                        "max_metadata_chars")
+    items = arrow_rows.rows(batches, source=cfg.name, sid=sid, caps=_caps(m, limits),
+                            max_row_bytes=limits.max_line_bytes, question=m.fields["question"],
+                            id_column=m.fields["id"], others=metadata, mapped=frozenset(m.fields.values()))
+    return _mapped(cfg, items, lambda s, obj: _mapped_row(cfg, s, obj, m))
+
+
+def _parquet_batches(cfg: SourceConfig, files: Path | list[str], m: Mapping) -> Iterator[pa.RecordBatch]:
+    """The record batches of a Parquet file, folder or file list, PARQUET_BATCH_ROWS rows at a
+    time. Only the columns a row needs are read; text columns are read as dictionaries, so a value stored once
+    and repeated is held once (decoding a dictionary page densely would copy it into every row)."""
+    import pyarrow.dataset as ds
+
+    schema = ds.dataset(files, format="parquet").schema
+    _check_columns(cfg, schema.names, m)
+    columns = _read_columns(schema, m)
+    text = [c for c in columns if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)
+            or pa.types.is_binary(schema.field(c).type)]
+    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=text))
+    dataset = ds.dataset(files, format=fmt)
+    return dataset.to_batches(columns=columns, batch_size=PARQUET_BATCH_ROWS)
+
+
+def _guarded(cfg: SourceConfig, path: Path, batches: Iterator[pa.RecordBatch], counter: list[int],
+             ) -> Iterator[pa.RecordBatch]:
+    """``batches``, with a read error anywhere (a damaged page) as the source's one-line :class:`SourceError`."""
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as exc:
+            raise _damaged(cfg, path, exc, counter[0]) from None
+        counter[0] += batch.num_rows
+        yield batch
+
+
 @register("parquet")
 def parquet(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
     """A Parquet file (or a directory of them) with a column ``mapping``, read in batches of 1,024 rows.
 
-    A file that cannot be read (truncated, not Parquet, a damaged page) is a :class:`SourceError`
-    naming it, wherever the damage is: the stage writes nothing from a partly read source.
+    Only the columns a row needs are read, text columns as dictionaries; a value over its cap is a reject
+    before it is decoded (:mod:`pipeline.ingest.arrow_rows`). A file that cannot be read (truncated, not
+    Parquet, a damaged page) is a :class:`SourceError` naming it, wherever the damage is: the stage writes
+    nothing from a partly read source.
     """
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
     m = _mapping(cfg)
     path = _resolve(cfg, root)
-    n = 0
     try:
-        dataset = ds.dataset(path, format="parquet")
-        _check_columns(cfg, dataset.schema.names, m)
-        batches = dataset.to_batches(batch_size=PARQUET_BATCH_ROWS)
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                break
-            objs = batch.to_pylist()
-            yield from _mapped(cfg, ((f"{path.name}:{n + i}", o) for i, o in enumerate(objs)),
-                               lambda sid, obj: _mapped_row(cfg, sid, obj, m))
-            n += len(objs)
+        batches = _parquet_batches(cfg, path, m)
     except (pa.ArrowException, OSError) as exc:
-        raise _damaged(cfg, path, exc, n) from None
+        raise _damaged(cfg, path, exc, 0) from None
+    yield from _arrow_rows(cfg, _guarded(cfg, path, batches, [0]), m, limits, lambda n: f"{path.name}:{n}")
 
 
 @register("hf")
 def hf(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
-    """``datasets.load_dataset``: a Hub name (``path``, or the preset's dataset), or local data.
+    """A Hub dataset (``path``, or the preset's dataset), or local data, under the same caps as the other kinds.
 
     Local data: a Parquet or JSONL file, or a folder holding ``<split>-*.parquet`` / ``<split>.parquet``
-    files (the Hub's shard names; any depth), loads through ``load_dataset("parquet" | "json",
-    data_files=...)`` with its cache in a temp folder removed at the end; any other local folder
-    loads as a dataset folder (``load_dataset(folder, options.config, split=options.hf_split)``).
+    files (the Hub's shard names; any depth), is read as the parquet and jsonl kinds read (bounded batches,
+    the caps applied before decoding, the line cap), with no 🤗 datasets cache. Any other local folder, or a
+    Hub name, streams through ``load_dataset(name, options.config, split=options.hf_split, streaming=True)``
+    as Arrow batches (no Arrow cache is built), measured the same way. Rows are named ``<split>:<n>``.
     """
     m = _mapping(cfg)
     path = cfg.path or (m.preset.hub if m.preset else None)
@@ -368,11 +430,19 @@ def hf(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[
         raise ConfigError(f"source {cfg.name!r} (hf) needs a 'path': a Hub dataset name or a local folder")
     local = Path(path) if Path(path).is_absolute() else root / path
     files = _local_files(local, m.opts.hf_split) if local.exists() else None
+    sid = lambda n: f"{m.opts.hf_split}:{n}"  # noqa: E731
+    if files and files[0] == "json":
+        return _hf_jsonl(cfg, files[1], m, limits)
     if files:
-        return _hf_files(cfg, files, m)
+        try:
+            batches = _parquet_batches(cfg, files[1], m)
+        except (pa.ArrowException, OSError) as exc:
+            raise _damaged(cfg, local, exc, 0) from None
+        return _arrow_rows(cfg, _guarded(cfg, local, batches, [0]), m, limits, sid)
     name = str(local) if local.exists() else path
-    data = _load(cfg, name, lambda datasets: datasets.load_dataset(name, m.opts.config, split=m.opts.hf_split))
-    return _hf_rows(cfg, data, m)
+    data = _load(cfg, name, lambda datasets: datasets.load_dataset(name, m.opts.config, split=m.opts.hf_split,
+                                                                   streaming=True))
+    return _hf_stream(cfg, name, data, m, limits, sid)
 
 
 def _local_files(local: Path, split: str) -> tuple[str, list[str]] | None:
@@ -394,20 +464,44 @@ def _load(cfg: SourceConfig, name: str, load: Callable) -> Any:
         raise ConfigError(f"source {cfg.name!r}: load_dataset({name!r}) failed: {why}") from exc
 
 
-def _hf_files(cfg: SourceConfig, files: tuple[str, list[str]], m: Mapping) -> Iterator[Record]:
-    builder, data_files = files
-    split = m.opts.hf_split
-    with tempfile.TemporaryDirectory(prefix="passband-hf-") as cache:
-        data = _load(cfg, data_files[0], lambda datasets: datasets.load_dataset(
-            builder, data_files={split: data_files}, split=split, cache_dir=cache))
-        yield from _hf_rows(cfg, data, m)
-        del data
+def _hf_jsonl(cfg: SourceConfig, files: list[str], m: Mapping, limits: Limits) -> Iterator[Record]:
+    """Local JSON lines files read as the jsonl kind reads them (the line cap, bounded reads), rows named
+    ``<split>:<n>`` as a 🤗 dataset names them."""
+    def items() -> Iterator:
+        n = 0
+        for f in files:
+            for item in iter_jsonl(Path(f), source=cfg.name, max_line_bytes=limits.max_line_bytes):
+                sid = f"{m.opts.hf_split}:{n}"
+                n += 1
+                if isinstance(item, RawReject):
+                    item.source_id = sid
+                    yield item
+                else:
+                    yield sid, item[1]
+    return _mapped(cfg, items(), lambda s, obj: _mapped_row(cfg, s, obj, m))
 
 
-def _hf_rows(cfg: SourceConfig, data: Any, m: Mapping) -> Iterator[Record]:
-    _check_columns(cfg, list(data.column_names), m)
-    items = ((f"{m.opts.hf_split}:{i}", obj) for i, obj in enumerate(data))
-    return _mapped(cfg, items, lambda sid, obj: _mapped_row(cfg, sid, obj, m))
+def _hf_stream(cfg: SourceConfig, name: str, data: Any, m: Mapping, limits: Limits,
+               sid: Callable[[int], str]) -> Iterator[Record]:
+    """A streamed 🤗 dataset as Arrow batches of PARQUET_BATCH_ROWS rows, through the same caps."""
+    import datasets
+
+    columns_all = list(data.column_names or [])
+    if columns_all:
+        _check_columns(cfg, columns_all, m)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for table in data.with_format("arrow").iter(batch_size=PARQUET_BATCH_ROWS):
+                if not columns_all:
+                    _check_columns(cfg, table.schema.names, m)
+                table = table.select(_read_columns(table.schema, m))
+                yield from table.to_batches()
+        except datasets.exceptions.DatasetsError as exc:  # pragma: no cover - a Hub or builder failure mid-stream
+            why = " ".join(str(exc).split())[:300]
+            raise SourceError(f"source {cfg.name!r}: reading {name!r} failed: {why}") from None
+
+    return _arrow_rows(cfg, batches(), m, limits, sid)
 
 
 @register("synthetic")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import tempfile
 import time
@@ -16,13 +17,15 @@ from pipeline.ingest.fold import Fold
 from pipeline.ingest.sources import SOURCES, SourceError, get_source, read_source
 from pipeline.io import replace_dir, write_metrics
 from pipeline.run_stats import RunStats
+from pipeline.verify.gold_check import ungradable_golds
 
 __all__ = ["REASONS", "SOURCES", "IngestResult", "IngestSummary", "SourceError", "ingest", "limits_of", "run"]
 
 
 def limits_of(params: Params) -> Limits:
     cfg = params.ingest
-    return Limits(max_question_chars=cfg.max_question_chars, max_answer_chars=cfg.max_answer_chars,
+    answer = cfg.max_answer_chars if cfg.max_answer_chars is not None else params.verify.max_answer_chars
+    return Limits(max_question_chars=cfg.max_question_chars, max_answer_chars=answer,
                   max_solution_chars=cfg.max_solution_chars, max_field_chars=cfg.max_field_chars,
                   max_metadata_chars=cfg.max_metadata_chars, max_line_bytes=cfg.max_line_bytes)
 
@@ -39,7 +42,8 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True) -> Ing
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="passband-ingest-") as tmp, \
-            Fold(Path(tmp), memory_limit_mb=cfg.memory_limit_mb) as fold:
+            Fold(Path(tmp), memory_limit_mb=cfg.memory_limit_mb,
+                 grade_golds=functools.partial(ungradable_golds, config=params.verify)) as fold:
         for rec in tqdm(records(), desc="ingest", unit=" rows", disable=not progress, mininterval=1.0):
             fold.add(rec.source, *check(rec, limits))
         summary = fold.finish()

@@ -1,4 +1,5 @@
-"""Bounded checks of gold answers from the caller's process: does a gold parse, are two golds the same answer.
+"""Bounded checks of gold answers from the caller's process: does a gold parse, are two golds the same answer,
+can the verifier grade answers against a gold at all.
 
 Ingest (:mod:`pipeline.ingest.core`, :mod:`pipeline.ingest.fold`) and the reformulators call these on golds
 that may be hostile. Each check runs :func:`pipeline.gold.parse_gold` (math-verify) in the verify worker pool
@@ -11,12 +12,17 @@ under its default CPU-time and memory bounds (``verify.timeout_s``/``memory_mb``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
-from pipeline.config import VerifyConfig
+from pipeline.config import VerifyConfig, parse_options
 from pipeline.gold import MAX_GOLD_CHARS, is_plain_number, normalize_gold, parse_gold
-from pipeline.verify.grader import Grade
+from pipeline.verify.grader import Grade, GradeOptions, fast_grade
 from pipeline.verify.pool import shared_pool
+
+# The wrong answer every gold is graded against once: a gold the verifier cannot compare with 0 within its
+# bounds (math-verify expanding (x+1)^{10000}, evaluating \binom{10^9}{10^8}) times out on every wrong sample.
+PROBE_ANSWER = "0"
 
 
 def _parses_check(gold: str, _unused: str, *, options) -> Grade:  # runs in a verify worker
@@ -59,4 +65,42 @@ def golds_equivalent(a: str, b: str) -> bool:
     return _bounded(_equivalent_check, a, b)
 
 
-__all__ = ["gold_parses", "golds_equivalent"]
+def ungradable_golds(golds: Sequence[str], *, config: VerifyConfig | None = None) -> list[str | None]:
+    """For each gold, why the verifier could never grade an answer against it, or None when it can.
+
+    Each gold is graded as the verify stage grades a sample, with the same function, options and bounds
+    (``config``: the verify settings; :func:`~pipeline.verify.judge.judge_many`'s worker pool, so the same warm
+    workers): against itself, which must be ``correct``, and against the answer :data:`PROBE_ANSWER`, which must
+    be decided (``correct`` or ``incorrect``, not ``timeout`` or ``error``). Two plain numbers are decided in
+    this process (:func:`~pipeline.verify.grader.fast_grade`), so numeric golds cost no worker time.
+
+        >>> ungradable_golds(["7", "\\frac{1}{2}"])   # doctest: +SKIP
+        [None, None]
+    """
+    config = config or VerifyConfig()
+    options = parse_options(GradeOptions, config.options, where="verify.options")
+    grades: dict[tuple[str, str], Grade | None] = {}
+    for gold in golds:
+        for answer in (gold, PROBE_ANSWER):
+            grades.setdefault((gold, answer), fast_grade(gold, answer, options))
+    pending = [pair for pair, g in grades.items() if g is None]
+    if pending:
+        pool = shared_pool(workers=config.workers, timeout_s=config.timeout_s, memory_mb=config.memory_mb,
+                           options=options)
+        grades.update(zip(pending, pool.map(pending, workers=config.workers), strict=True))
+    return [_why_ungradable(gold, grades[(gold, gold)], grades[(gold, PROBE_ANSWER)]) for gold in golds]
+
+
+def _why_ungradable(gold: str, itself: Grade | None, probe: Grade | None) -> str | None:
+    shown = repr(gold[:80]) + ("..." if len(gold) > 80 else "")
+    assert itself is not None and probe is not None
+    if itself.status != "correct":
+        return (f"the gold {shown} graded against itself is {itself.status}" + (f" ({itself.detail})" if itself.detail
+                else "") + ": no answer could be graded correct")
+    if probe.status not in ("correct", "incorrect"):
+        return (f"grading the answer {PROBE_ANSWER} against the gold {shown} gives {probe.status}"
+                + (f" ({probe.detail})" if probe.detail else "") + ": every wrong sample would end the same way")
+    return None
+
+
+__all__ = ["PROBE_ANSWER", "gold_parses", "golds_equivalent", "ungradable_golds"]
