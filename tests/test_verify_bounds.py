@@ -44,13 +44,13 @@ EXTRACTORS = ["boxed", "gsm8k", "answer_is", "is_the_answer", "last_number"]
 def test_every_extractor_is_bounded_on_hostile_text(name):
     text = HOSTILE[name]
     for rule in EXTRACTORS:  # each rule on the whole megabyte, not only the searched tail
-        t = time.perf_counter()
+        t = time.process_time()
         get_extractor(rule)(text)
-        assert time.perf_counter() - t < 1.0, rule
-    t = time.perf_counter()
+        assert time.process_time() - t < 1.0, rule
+    t = time.process_time()
     extract(text, extractors=EXTRACTORS)
     candidates(text)
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
 
 
 def test_only_the_tail_is_searched():
@@ -172,12 +172,12 @@ def test_gold_checks_are_bounded_in_the_pool():
 
 
 def test_gold_extraction_is_linear():
-    t = time.perf_counter()
+    t = time.process_time()
     with pytest.raises(ValueError):
         boxed_gold("\\boxed{" * 100000)
     assert gsm8k_gold("1," * (MB // 2) + "#### 1,000") == "1000"
     assert boxed_gold("{" * MB + "\\boxed{7}") == "7"
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
 
 
 @pytest.mark.parametrize("answer", [
@@ -188,8 +188,8 @@ def test_answer_normalisation_is_bounded(answer):
     # annotate normalises every candidate answer in its own process; these runs of spaces and dollars were quadratic
     from pipeline.verify.grader import is_equation, normalize
 
-    t = time.perf_counter()
+    t = time.process_time()
     normalize.__wrapped__(answer)
     normalize.__wrapped__(answer, keep_equation=True)
     is_equation(answer)
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
