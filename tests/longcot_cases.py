@@ -271,6 +271,8 @@ def _case(kind: str, item: dict, j: int, rng: random.Random) -> LongCase:
     if kind in FINAL_KINDS:
         final, expected = _ending(kind, item, w, rng)
         summary = rng.choice(["", "Putting the steps together:\n\n" + item["reasoning"].split("\n")[0] + "\n\n"])
+        if re.search(r"(?i)answer|result", summary):  # a summary states no answer of its own: the ending does
+            summary = ""
         text = f"{opening}{think}\n</think>\n\n{summary}{final}"
     elif kind == "looping_closed":  # a loop that ends: the final section decides
         loop = f"Wait, so the answer should be {g}. Let me re-check that once more."
@@ -306,11 +308,53 @@ def cases(seed: int = 0, per_kind: int = PER_KIND) -> list[LongCase]:
     return out
 
 
-if __name__ == "__main__":
-    import collections
+def judged(cs: list[LongCase], extractors: list[str] | None = None, workers: int = 2) -> list:
+    """The verifier's judgements of ``cs`` (each case under its own thinking mode), in order."""
+    from pipeline.verify import judge_many
+
+    out: list = [None] * len(cs)
+    for mode in sorted({c.mode for c in cs}):
+        idx = [i for i, c in enumerate(cs) if c.mode == mode]
+        for i, j in zip(idx, judge_many([(cs[i].gold, cs[i].completion) for i in idx], extractors, thinking=mode,
+                                        workers=workers), strict=True):
+            out[i] = j
+    return out
+
+
+def prose_final_scores(cs: list[LongCase], js: list) -> tuple[float, float, int, int]:
+    """(precision, recall, n_taken, n_prose) of ``prose_final``: precision over the cases whose answer it took
+    (the verdict matches the reader's grade), recall over the prose endings (it took the answer and the verdict
+    matches)."""
+    taken = [(c, j) for c, j in zip(cs, js, strict=True) if j.extractor == "prose_final"]
+    prose = [(c, j) for c, j in zip(cs, js, strict=True) if c.kind in PROSE_KINDS]
+    precision = sum(j.status == c.expected for c, j in taken) / len(taken) if taken else 1.0
+    recall = sum(j.extractor == "prose_final" and j.status == c.expected for c, j in prose) / len(prose)
+    return precision, recall, len(taken), len(prose)
+
+
+def report() -> None:
+    """Agreement on both parts (default extractors; with prose_final), prose_final's precision and recall."""
+    from pipeline.config import VerifyConfig
 
     cs = cases()
-    print(len(cs), "cases;", sum(held_back(c.id) for c in cs), "held back")
-    print(collections.Counter(c.expected for c in cs))
+    default = VerifyConfig().extractors
     lengths = sorted(len(c.completion) for c in cs)
-    print("characters: min", lengths[0], "median", lengths[len(lengths) // 2], "max", lengths[-1])
+    print(f"{len(cs)} cases, {sum(c.unfinished for c in cs)} with unfinished thinking; characters: min {lengths[0]}, "
+          f"median {lengths[len(lengths) // 2]}, max {lengths[-1]}")
+    for name, extractors, key in (("default extractors", default, "expected_default"),
+                                  ("default + prose_final", [*default, "prose_final"], "expected")):
+        js = judged(cs, extractors)
+        for part, keep in (("dev", False), ("held-back", True)):
+            sel = [(c, j) for c, j in zip(cs, js, strict=True) if held_back(c.id) == keep]
+            agree = sum(j.status == getattr(c, key) for c, j in sel)
+            print(f"{name:24} {part:9} {agree}/{len(sel)} = {100 * agree / len(sel):.2f}% (grade: {key})")
+        inside = sum(c.unfinished and j.status != "no_answer" for c, j in zip(cs, js, strict=True))
+        print(f"{name:24} answers taken from unfinished thinking: {inside}")
+        if "prose_final" in extractors:
+            p, r, n_taken, n_prose = prose_final_scores(cs, js)
+            print(f"prose_final: precision {100 * p:.1f}% ({n_taken} answers taken), recall {100 * r:.1f}% "
+                  f"({n_prose} prose endings)")
+
+
+if __name__ == "__main__":
+    report()

@@ -13,7 +13,8 @@ completions end "... so the answer is $\\boxed{\\frac{1}{2}}$"::
 Registered: ``boxed`` (content of the last ``\\boxed{}``/``\\fbox{}``), ``gsm8k`` (the rest of
 the line after the last ``####``), ``answer_is`` (after the last "the answer is", "final answer:"
 or "answer:", up to the end of its sentence), ``is_the_answer`` (the token before "... is the
-answer"), ``last_number`` (the last number anywhere: lenient, off by default).
+answer"), ``last_number`` (the last number anywhere: lenient, off by default), ``prose_final`` (the value
+the last sentence states, for models that answer in prose: off by default).
 :func:`candidates` lists *every* answer the rules see, for the ``multiple_answers`` flag.
 
 Bounded on any text: only the last :data:`SEARCH_CHARS` characters of a completion are searched
@@ -294,6 +295,59 @@ def is_the_answer(completion: str) -> tuple[str, tuple[str, ...]] | None:
     when that phrase is a question ("so 5 is the answer?") or a condition ("if 5 is the answer, ...")."""
     answer, used = _read_is_the_answer(completion)
     return (answer, used) if answer is not None else None
+
+
+# prose_final: the last sentence's value, when the sentence concludes ("So", "Therefore", ...) or states it ("is",
+# "=", "comes to", ...), is no question, condition or plan, and ends on the value (a few unit words may follow)
+_CONCLUSION = re.compile(r"(?i)^(?:so|therefore|thus|hence|in total|altogether|together|in all|all in all|in the end|"
+                         r"finally|in conclusion|overall|as a result|this means|that means)\b")
+_STATES = re.compile(r"(?i)(?:\b(?:is|are|was|were|equals?|comes\s+to|totals?|makes?|made|gives?|has|have|had|costs?|"
+                     r"earns?|earned|pays?|paid|spends?|spent|needs?|gets?|got)\b|=)")
+_PLAN = re.compile(r"(?i)\b(?:let\s+me|let's|let\s+us|I\s+will|I'll|we\s+will|we'll|we\s+need|next|need\s+to|"
+                   r"have\s+to|going\s+to|should\s+we)\b")
+_PROSE_VALUE = re.compile(r"\$(?:\\\$|[^$]){1,200}\$|\\?\$?-?\d[\d,]*(?:\.\d+)?")
+_UNIT_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+# a word right before the value (not after "=") or among the words after it that makes the value part of a relation
+_RELATION_BEFORE = frozenset(("than", "of", "times", "by", "from", "plus", "minus", "and", "or", "over", "divided",
+                              "more", "less", "fewer", "with", "out"))
+_RELATION_AFTER = frozenset(("than", "times", "plus", "minus", "and", "or", "divided", "more", "less", "fewer", "if",
+                             "unless"))
+_MAX_TAIL_WORDS = 6
+
+
+def _last_sentence(text: str) -> str:
+    """The last sentence of the text's last non-empty line (split at ". ", "! ", "? "), stripped."""
+    lines = [ln for ln in text[-ANSWER_SPAN_CHARS:].splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    return re.split(r"(?<=[.!?])\s+", lines[-1].strip())[-1]
+
+
+@register("prose_final")
+def prose_final(completion: str) -> str | None:
+    """The value the last sentence states ("Therefore, the total comes to 18 dollars." -> 18), for models that
+    answer in prose (not in the default list). The sentence must conclude ("So", "Therefore", ...) or state
+    ("is", "=", "comes to", "makes", ...), must not be a question, a condition or a plan, and must end on its
+    value (up to six unit words after it, none a relation such as "than" or "of")."""
+    sentence = _last_sentence(completion)
+    if not sentence or sentence.endswith("?") or _PLAN.search(sentence):
+        return None
+    cond = _CONDITIONAL.search(sentence)
+    if cond and re.search(r"(?i)\b(?:answer|result)\b", sentence[cond.end():]):  # a supposition about the answer
+        return None
+    sentence = sentence.rstrip(".!").rstrip()
+    values = list(_PROSE_VALUE.finditer(sentence))
+    if not values:
+        return None
+    value = values[-1]
+    head, tail = sentence[:value.start()], sentence[value.end():].split()
+    before = set() if head.rstrip().endswith("=") else {w.lower().strip(",") for w in head.split()[-2:]}
+    if (before & _RELATION_BEFORE or conditional_before(sentence, value.start()) or len(tail) > _MAX_TAIL_WORDS
+            or any(not _UNIT_WORD.fullmatch(w) or w.lower() in _RELATION_AFTER for w in tail)):
+        return None
+    if not (_CONCLUSION.search(sentence) or _STATES.search(head)):
+        return None
+    return value.group().strip() or None
 
 
 @register("last_number")
