@@ -37,8 +37,9 @@ ENDINGS = [
      ["unicode_math", "unit_words"]),
     ("12\\pi", "The answer is $12\\pi$ inches per second.", "correct", "$12\\pi$ inches per second", ["unit_words"]),
     ("8", "So the answer should be 8 meals.", "correct", "8 meals", ["modal_answer", "unit_words"]),
-    ("12", "The answer is 12th grade.", "correct", "12th grade", ["ordinal"]),
-    ("3", "The answer is 2nd place.", "incorrect", "2nd place", ["ordinal"]),
+    ("12", "The answer is 12th grade.", "correct", "12th grade", ["unit_words", "ordinal"]),
+    ("3", "The answer is 2nd place.", "incorrect", "2nd place", ["unit_words", "ordinal"]),
+    ("3", "The answer is 3rd.", "correct", "3rd", ["ordinal"]),
 ]
 
 
@@ -125,3 +126,33 @@ def test_unit_words_after_an_expression_only_when_the_gold_has_none():
     assert j.status == "correct" and "unit_words" in policies_in(j.detail)
     [j] = judge_many([("6\\pi", "The answer is 3\\pi times the radius.")], RULES)  # an operation, not a unit
     assert j.status != "correct"
+
+
+@pytest.mark.parametrize(("completion", "value"), [
+    ("Therefore, the total comes to 18 dollars.", "18"),
+    ("She makes 9 * 2 = $18 every day at the farmer's market.", "$18"),
+    ("So altogether that makes $\\frac{1}{8}$.", "$\\frac{1}{8}$"),
+    ("If thirty fairies flew away, there were 75 - 30 = 45 fairies that remained.", "45"),  # a statement after a comma
+    ("Together, Pierson and Nikita scored 428 points.", "428"),
+    ("If the answer is 5, then the total would be 10.", None),  # a supposition about the answer
+    ("Next, I will multiply 5 by 2 and add the 10 remaining items.", None),  # a plan
+    ("So is the answer 5? I am not sure.", None),  # the last sentence states nothing
+    ("Could it be 5?", None),
+    ("The total is 5 more than the 12 apples.", None),  # a relation, not the value
+    ("So she has 3 bags of 12 apples.", None),
+    ("He ran 3 miles", None),  # neither concludes nor states
+    ("I hope this helps!", None),
+])
+def test_prose_final(completion, value):
+    from pipeline.verify.extract import prose_final
+
+    assert prose_final(completion) == value
+
+
+def test_prose_final_is_off_by_default():
+    from pipeline.config import VerifyConfig
+
+    assert "prose_final" not in VerifyConfig().extractors
+    assert extract("Therefore, the total comes to 18 dollars.", extractors=RULES) is None
+    assert extract("Therefore, the total comes to 18 dollars.", extractors=[*RULES, "prose_final"]) == Extraction(
+        "18", "prose_final")

@@ -92,7 +92,7 @@ _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 def _unit_tail(a: str) -> int:
     """Where trailing unit words start in ``a`` ("12\\pi inches per second" -> 6), or -1: up to
     :data:`_MAX_UNIT_WORDS` words of two or more letters, none an operation or math, after something that ends a
-    value (a digit, a closing brace or bracket, a dollar)."""
+    value (a digit, a symbol such as ``2i`` or ``\\circ``, a closing brace or bracket, a dollar), not after a word."""
     words = a.split(" ")
     k = len(words)
     while k > 0 and len(words) - k < _MAX_UNIT_WORDS and _UNIT_WORD.fullmatch(words[k - 1]) and (
@@ -101,7 +101,10 @@ def _unit_tail(a: str) -> int:
     if k == len(words) or k == 0 or (k > 0 and _UNIT_WORD.fullmatch(words[k - 1]) and len(words) - k == _MAX_UNIT_WORDS):
         return -1
     head = " ".join(words[:k]).rstrip()
-    return len(head) if head[-1:].isdigit() or head[-1:] in "})]$" or head.endswith("\\pi") else -1
+    last = words[k - 1]
+    if _UNIT_WORD.fullmatch(last) or not (head[-1:].isalnum() or head[-1:] in "})]$|"):
+        return -1  # the scan stopped at a word ("5 more apples"), or the head ends in an operator
+    return len(head)
 
 
 def has_words(gold: str) -> bool:
