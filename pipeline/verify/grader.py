@@ -83,6 +83,7 @@ _NOT_UNIT_WORDS = frozenset(("times", "plus", "minus", "over", "divided", "and",
 _MATH_WORDS = frozenset(("pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "frac", "cdot",
                          "infty", "text", "mathrm"))
 _UNIT_WORD = re.compile(r"[A-Za-z]{2,}\.?")
+_MATH_MARK = re.compile(r"[\d\\]")  # a digit or a LaTeX command: the head is math, not words ("twenty-one")
 _MAX_UNIT_WORDS = 4
 _ORDINAL = re.compile(r"^(-?\d+)(?:st|nd|rd|th|\^\{?(?:\\text\{)?(?:st|nd|rd|th)\}?\}?)(?:\s+[A-Za-z][A-Za-z ]*)?$")
 _GOLD_WORD = re.compile(r"[A-Za-z]{2,}")
@@ -96,14 +97,14 @@ def _unit_tail(a: str) -> int:
     words = a.split(" ")
     k = len(words)
     while k > 0 and len(words) - k < _MAX_UNIT_WORDS and _UNIT_WORD.fullmatch(words[k - 1]) and (
-            words[k - 1].lower().rstrip(".") not in _NOT_UNIT_WORDS | _MATH_WORDS):
+            words[k - 1].lower().rstrip(".") not in _NOT_UNIT_WORDS | _MATH_WORDS | NUMBER_WORDS):
         k -= 1
     if k == len(words) or k == 0 or (k > 0 and _UNIT_WORD.fullmatch(words[k - 1]) and len(words) - k == _MAX_UNIT_WORDS):
         return -1
     head = " ".join(words[:k]).rstrip()
     last = words[k - 1]
-    if _UNIT_WORD.fullmatch(last) or not (head[-1:].isalnum() or head[-1:] in "})]$|"):
-        return -1  # the scan stopped at a word ("5 more apples"), or the head ends in an operator
+    if _UNIT_WORD.fullmatch(last) or not (head[-1:].isalnum() or head[-1:] in "})]$|") or not _MATH_MARK.search(head):
+        return -1  # the scan stopped at a word ("5 more apples"), the head ends in an operator or is no math
     return len(head)
 
 
