@@ -53,11 +53,57 @@ SEPARATED_WHOLE = re.compile(r"^-?\d{1,3}(?:(?:" + LATEX_SEPARATOR.pattern + r")
 IN_TEXT_SQL = "-?" + WRITTEN.replace(r"[\d,]", "[0-9,]").replace(r"\d", "[0-9]").replace(r"\.", "[.]")
 
 
+# Number words (English, up to the millions): "three", "twenty-five", "one hundred and twenty", "two thousand".
+# A closed vocabulary, so a table, not a library: none of the small word-to-number packages is installed here.
+_ONES = {w: i for i, w in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"))}
+_TENS = {w: 10 * i for i, w in enumerate(("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"),
+                                         start=2)}
+_SCALES = {"thousand": 1000, "million": 1_000_000}
+NUMBER_WORDS = frozenset((*_ONES, *_TENS, "hundred", *_SCALES))
+
+
+def words_value(words: list[str]) -> int | None:
+    """The value of a run of number words (lower case, hyphens split, "and" allowed after "hundred" or a scale):
+    ``["three", "hundred", "and", "twenty", "five"]`` -> 325; None when the words are no well-formed number
+    ("twenty twenty", "hundred" alone, "and five")."""
+    total, group, last = 0, 0, None  # last: the kind of the previous word (ones, tens, hundred, scale, and)
+    for w in words:
+        if w == "and":
+            if last not in ("hundred", "scale"):
+                return None
+            last = "and"
+        elif w in _ONES:
+            if last in ("ones",) or (last == "tens" and _ONES[w] >= 10) or (last == "tens" and _ONES[w] == 0):
+                return None
+            group += _ONES[w]
+            last = "ones"
+        elif w in _TENS:
+            if last in ("ones", "tens") or (group % 100 and last != "and" and last != "hundred"):
+                return None
+            group += _TENS[w]
+            last = "tens"
+        elif w == "hundred":
+            if last != "ones" or not 0 < group % 100 < 10 or group >= 100:
+                return None
+            group *= 100
+            last = "hundred"
+        elif w in _SCALES:
+            if last not in ("ones", "tens", "hundred") or group == 0 or (total and total < _SCALES[w] * 1000):
+                return None
+            total += group * _SCALES[w]
+            group, last = 0, "scale"
+        else:
+            return None
+    return total + group if last not in (None, "and") else None
+
+
 def without_separators(text: str) -> str:
     """``text`` with its thousands separators removed: ``1,200,000`` -> ``1200000`` (``12,34`` is kept)."""
     return THOUSANDS_SEPARATOR.sub("", text)
 
 
 __all__ = ["ANYWHERE", "DECIMAL", "DIGIT_RUN", "IN_TEXT", "IN_TEXT_SQL", "LATEX_SEPARATOR", "NOT_CONTINUED",
-           "NOT_INSIDE", "PLAIN", "PLAIN_IN_TEXT", "SEPARATED_WHOLE", "STRICT", "STRICT_IN_TEXT", "THOUSANDS_SEPARATOR",
-           "WHOLE_PLAIN", "WRITTEN", "without_separators"]
+           "NOT_INSIDE", "NUMBER_WORDS", "PLAIN", "PLAIN_IN_TEXT", "SEPARATED_WHOLE", "STRICT", "STRICT_IN_TEXT",
+           "THOUSANDS_SEPARATOR", "WHOLE_PLAIN", "WRITTEN", "without_separators", "words_value"]

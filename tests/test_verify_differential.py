@@ -26,7 +26,10 @@ REQUIRED_KINDS = {"int", "decimal", "fraction", "symbolic", "tuple", "interval",
                   "inequality", "text", "choice"}
 REQUIRED_FORMS = {"bold", "bold_final", "answer_is_colon", "hashes", "boxed_in_math", "boxed_bare", "money", "units",
                   "degrees", "percent", "thousands", "decimal", "mixed", "slash", "dfrac", "tfrac", "left_right",
-                  "plain_text"}
+                  "plain_text",
+                  # the endings of reasoning models, and the suppositions and questions that state no answer
+                  "should_be", "would_be", "must_be", "indeed", "final_result_display", "number_words", "ordinal",
+                  "right_answer", "unit_expression", "conditional", "question"}
 
 
 @pytest.fixture(scope="module")

@@ -59,4 +59,4 @@ def test_is_the_answer_and_non_answers():
     rules = [*DEFAULT, "is_the_answer"]
     assert extract("So, 1708 is the answer.", extractors=rules) == Extraction("1708", "is_the_answer")
     assert extract("Let's check if the answer is correct: \n1 cookie", extractors=rules) is None
-    assert extract(" 3 * 2 = 6. The answer is also 6.", extractors=rules) == Extraction("6", "answer_is")
+    assert extract(" 3 * 2 = 6. The answer is also 6.", extractors=rules) == Extraction("6", "answer_is", ("filler_words",))

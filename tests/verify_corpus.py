@@ -221,6 +221,90 @@ def _choice_cases(g: str, rng: random.Random) -> list[tuple[str, str, str]]:
             ("choice", f"So the final answer is **{letter}**.", "correct")]
 
 
+# ---------------------------------------------------------------- the endings a reasoning model writes
+
+_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+         "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+def in_words(n: int) -> str:
+    """0 <= n < 1,000,000 in English words ("three hundred and twenty-five")."""
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        return _TENS[n // 10] + (f"-{_ONES[n % 10]}" if n % 10 else "")
+    if n < 1000:
+        return f"{_ONES[n // 100]} hundred" + (f" and {in_words(n % 100)}" if n % 100 else "")
+    return f"{in_words(n // 1000)} thousand" + (f" {in_words(n % 1000)}" if n % 1000 else "")
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}" + ("th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th"))
+
+
+PHRASES: dict[str, Callable[[str], str]] = {
+    "should_be": lambda a: f"So the answer should be {a}.",
+    "would_be": lambda a: f"Therefore, the final answer would be {a}",
+    "must_be": lambda a: f"Hence the answer must be {a}.",
+    "indeed": lambda a: f"I think the answer is indeed {a}.",
+    "final_result_display": lambda a: f"Therefore, the final result is:\n\\[\n{a}\n\\]",
+}
+# a supposition or a question: no answer, whatever value stands in it (the label is "not correct")
+HEDGES: dict[str, Callable[[str], str]] = {
+    "conditional": lambda a: f"If the answer is {a}, we would be done, but let me check the second case.",
+    "question": lambda a: f"Hmm, so the answer is {a}?",
+}
+
+
+def _ending_cases(g: str, source: str, rng: random.Random) -> list[Case]:
+    """The gold (``correct``) and a changed value (``incorrect``) in one phrase ending each, plus number words,
+    ordinals and unit words where the gold allows them, and a hedge (``incorrect``: no answer is stated)."""
+    from pipeline.verify.grader import has_words
+
+    k = kind(g)
+    bad = changed(g, k, rng)
+    out = []
+    latex = _latex(g)
+    for value, label in ((g, "correct"), (bad, "incorrect")):
+        if value == g and label == "incorrect":
+            continue
+        a = f"${value}$" if latex else value
+        form = rng.choice(sorted(PHRASES))
+        out.append(Case(g, rng.choice(LEAD) + PHRASES[form](value if form == "final_result_display" else a), label,
+                        f"{k}/{form}", source))
+        if k == "int" and 0 <= int(value) < 1_000_000:
+            extra = rng.choice(["number_words", "ordinal", "right_answer"])
+            text = {"number_words": f"The answer is {in_words(int(value))}{rng.choice(['', ' boxes', ' dollars'])}.",
+                    "ordinal": f"The answer is {_ordinal(int(value))}{rng.choice(['', ' grade'])}.",
+                    "right_answer": f"I think {value} is the right answer."}[extra]
+            out.append(Case(g, text, label, f"{k}/{extra}", source))
+        # unit words after an expression: only when the gold has no words of its own and is no choice letter (a
+        # power such as 2^{98} is left out: math-verify's float rounding equates 1/2^{98} and 2/2^{98})
+        if k in ("symbolic", "fraction") and not has_words(g) and re.search(r"\d", g) and not re.search(
+                r"\^\{?\d{2,}", g):
+            unit = rng.choice(["inches per second", "units", "square feet"])
+            out.append(Case(g, f"The answer is {value} {unit}.", label, f"{k}/unit_expression", source))
+    form = rng.choice(sorted(HEDGES))
+    out.append(Case(g, HEDGES[form](f"${g}$" if latex else g), "incorrect", f"{k}/{form}", source))
+    return out
+
+
+def ending_cases(seed: int, n: int) -> list[Case]:
+    """About ``n`` cases of the endings above, from GSM8K and MATH golds (a stream of its own: the other cases do
+    not move)."""
+    from pipeline.verify.gold_check import gold_parses
+
+    rng = random.Random(seed + 1_000_003)
+    pool = golds()
+    out: list[Case] = []
+    for source in ("gsm8k", "math"):
+        gs = [g for g in rng.sample(pool[source], n // 5) if len(g) <= 60 and gold_parses(g)]
+        for g in gs:
+            out.extend(_ending_cases(g, source, rng))
+    return out
+
+
 # ---------------------------------------------------------------- raw math-verify, as a new user calls it
 
 def raw_math_verify(cases: list[Case], *, processes: int = 1) -> list[bool]:
@@ -295,7 +379,7 @@ def cases(*, seed: int = 0, n: int = 20000) -> list[Case]:
             out.extend(Case(g, t, e, f"choice/{f}", "constructed") for f, t, e in _choice_cases(g, rng))
         else:
             out.extend(_cases_for(g, "constructed", rng, per_gold=1))
-    return out
+    return out + ending_cases(seed, n // 10)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ completions end "... so the answer is $\\boxed{\\frac{1}{2}}$"::
 Registered: ``boxed`` (content of the last ``\\boxed{}``/``\\fbox{}``), ``gsm8k`` (the rest of
 the line after the last ``####``), ``answer_is`` (after the last "the answer is", "final answer:"
 or "answer:", up to the end of its sentence), ``is_the_answer`` (the token before "... is the
-answer"), ``last_number`` (the last number anywhere: lenient, off by default).
+answer"), ``last_number`` (the last number anywhere: lenient, off by default), ``prose_final`` (the value
+the last sentence states, for models that answer in prose: off by default).
 :func:`candidates` lists *every* answer the rules see, for the ``multiple_answers`` flag.
 
 Bounded on any text: only the last :data:`SEARCH_CHARS` characters of a completion are searched
@@ -26,6 +27,7 @@ characters (longer ones are past ``verify.max_answer_chars`` anyway).
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +46,12 @@ ANSWER_SPAN_CHARS = 2_048  # how far past "the answer is" its sentence is read
 class Extraction:
     answer: str
     extractor: str
+    policies: tuple[str, ...] = ()  # the verifier policies (pipeline/verify/policies.py) the extraction used
+
+
+# An extractor with a detailed form returns (answer, policies) and is registered for both calls.
+Detailed = Callable[[str], "tuple[str, tuple[str, ...]] | None"]
+_DETAILED: dict[str, Detailed] = {}
 
 
 def register(name: str) -> Callable[[Extractor], Extractor]:
@@ -54,49 +62,119 @@ def register(name: str) -> Callable[[Extractor], Extractor]:
     return deco
 
 
+def register_detailed(name: str) -> Callable[[Detailed], Extractor]:
+    """Register an extractor that also names the policies it used: ``extract`` records them, the plain
+    :data:`Extractor` (``EXTRACTORS[name]``, and the decorated name) returns the answer alone."""
+    def deco(fn: Detailed) -> Extractor:
+        def plain(completion: str) -> str | None:
+            found = fn(completion)
+            return found[0] if found is not None else None
+
+        plain.__doc__, plain.__name__ = fn.__doc__, fn.__name__
+        EXTRACTORS[name] = plain
+        _DETAILED[name] = fn
+        return plain
+
+    return deco
+
+
 def get_extractor(name: str) -> Extractor:
     if name not in EXTRACTORS:
         raise unknown_name("extractor", name, EXTRACTORS)
     return EXTRACTORS[name]
 
 
-# A sentence ends at a period that is not a decimal point, or at a newline.
-_SENTENCE_END = re.compile(r"(?<!\\)\.(?!\d)|\n")
+# A sentence ends at a period that is not a decimal point, at a question mark, or at a newline.
+_SENTENCE_END = re.compile(r"(?<!\\)\.(?!\d)|\?|\n")
 _DOLLAR = re.compile(r"(?<!\\)\$")
-_ANSWER_IS = re.compile(r"(?i)\b(?:the\s++)?(?:final\s++)?answer(?:\s++to\s++(?:the|this)\s++(?:question|problem))?"
-                        r"(?:\s++is|(?=\s*+:))(?!\s*+(?:correct|right|wrong|incorrect|not|unknown)\b)\s*+[:=]?\s*+")
+# The phrases that mark a final answer: "the answer is", "the final answer would be", "Final Answer:", "the final
+# result is". A bare "the result is" is working, not an answer: "result" counts only as "final result".
+_ANSWER_IS = re.compile(
+    r"(?i)\b(?:the\s++)?(?P<final>final\s++)?(?P<noun>answer(?:\s++to\s++(?:the|this)\s++(?:question|problem))?|result)"
+    r"(?:\s++(?:is|(?P<modal>should|would|must)\s++be)\b|(?=\s*+:))"
+    r"(?!\s*+(?:correct|right|wrong|incorrect|not|unknown)\b)\s*+[:=]?\s*+")
 # markdown emphasis around an answer or a label: "**47**", "**Final Answer:** 47", "__47__"
 _EMPHASIS = re.compile(r"\*\*|__")
 # "... is the answer": the phrase alone (a whitespace run is entered only at its start), the token found by a walk back
-_IS_THE_ANSWER = re.compile(r"(?i)(?<!\s)\s++is\s++the\s++(?:final\s++|correct\s++)?answer\b")
+_IS_THE_ANSWER = re.compile(r"(?i)(?<!\s)\s++is\s++the\s++(?P<adj>final\s++|correct\s++|right\s++)?answer\b")
 _TOKEN_CHARS = re.compile(r"[\w.,/^{}\\]")
 _TOKEN_START = re.compile(r"[\s,;:]")
+# A phrase inside a conditional clause is a supposition, not an answer: "if the answer is 4, then ...".
+_CONDITIONAL = re.compile(r"\b(?:[Ii]f|[Ww]hether|[Ss]uppos(?:e|ing)|[Aa]ssum(?:e|ing)|[Uu]nless|[Pp]rovided)\b")
+_CLAUSE_BREAK = re.compile(r"(?i)[,;:]|\bthen\b")
+_LOOK_BACK_CHARS = 300  # how far back a phrase's sentence is searched for a conditional word
+# The first word of a plan or a property, not of a value: "the answer should be an integer", "... in dollars".
+PLAN_WORDS = frozenset((
+    "a", "an", "the", "less", "more", "greater", "smaller", "larger", "at", "between", "in", "of", "equal", "positive",
+    "negative", "divisible", "expressed", "written", "given", "found", "computed", "calculated", "determined", "rounded",
+    "some", "any", "either", "what", "how", "not", "close"))
+_FILLER = re.compile(r"(?i)^(?:also|just|simply|now|then|therefore|thus|so|hence|exactly|clearly|actually|indeed|"
+                     r"definitely|certainly|surely|obviously|still)\b,?\s+(?=\S)")
 
 
-def _until_sentence_end(text: str) -> str:
-    """Text up to the end of its sentence (read up to :data:`ANSWER_SPAN_CHARS`); ``$...$`` spans are kept whole
-    (they may hold periods)."""
+def _until_sentence_end(text: str) -> tuple[str, bool]:
+    """Text up to the end of its sentence (read up to :data:`ANSWER_SPAN_CHARS`), and whether that end is a
+    question mark; ``$...$`` spans are kept whole (they may hold periods)."""
     text = text[:ANSWER_SPAN_CHARS]
     pos, in_math = 0, False
     while m := _SENTENCE_END.search(text, pos):
         # an escaped \$ is a currency sign, not a delimiter
         in_math ^= len(_DOLLAR.findall(text, pos, m.start())) % 2 == 1
         if not in_math:
-            return text[:m.start()]
+            return text[:m.start()], m.group() == "?"
         close = _DOLLAR.search(text, m.start())  # the end of this math span: the next sentence end is after it
         if close is None:
-            return text
+            return text, False
         pos, in_math = close.end(), False
-    return text
+    return text, False
 
 
-_FILLER = re.compile(r"(?i)^(?:also|just|simply|now|then|therefore|thus|so|exactly|clearly|actually)\s+(?=\S)")
+def _display_block(text: str) -> str | None:
+    """The content of the display block ``text`` starts with (``\\[ ... \\]`` or ``$$ ... $$``, read up to
+    :data:`ANSWER_SPAN_CHARS`); None when the block never closes (truncated)."""
+    text = text[:ANSWER_SPAN_CHARS]
+    for open_, close in (("\\[", "\\]"), ("$$", "$$")):
+        if text.startswith(open_):
+            end = text.find(close, len(open_))
+            return text[len(open_):end].strip() if end >= 0 else None
+    return None
+
+
+def _cleaned(answer: str) -> tuple[str | None, bool]:
+    """The answer trimmed (surrounding space, trailing punctuation, up to three leading filler words: "also 6",
+    "indeed just 6" are 6), and whether a filler word was dropped."""
+    answer = answer.strip()
+    trimmed = answer
+    for _ in range(3):
+        trimmed = _FILLER.sub("", trimmed, count=1)
+    return trimmed.rstrip(".,;:!").strip() or None, trimmed != answer
 
 
 def _clean(answer: str) -> str | None:
-    """Trim the answer: surrounding space, trailing punctuation, a leading filler word ("also 6" is 6)."""
-    answer = _FILLER.sub("", answer.strip()).rstrip(".,;:!").strip()
-    return answer or None
+    return _cleaned(answer)[0]
+
+
+def conditional_before(text: str, pos: int) -> bool:
+    """Whether position ``pos`` stands inside a conditional clause of its sentence: a conditional word ("if",
+    "whether", "suppose", ...) before it in the sentence (up to :data:`_LOOK_BACK_CHARS` back) with no clause
+    break (a comma, a colon, "then") in between. "If we add them, the answer is 12" is a statement."""
+    lo = max(0, pos - _LOOK_BACK_CHARS)
+    start = max(text.rfind(c, lo, pos) for c in ".?!\n") + 1 or lo
+    last = None
+    for last in _CONDITIONAL.finditer(text, max(start, lo), pos):  # noqa: B007 - the last one is wanted
+        pass
+    return last is not None and _CLAUSE_BREAK.search(text, last.end(), pos) is None
+
+
+def states_no_value(span: str, question: bool, *, modal: bool = False) -> bool:
+    """A span after an answer phrase that states no answer: a question, a value under a condition ("20 if we
+    count twice"), or after "should be" / "must be" a plan or a property ("an integer", "in dollars"; after "is"
+    such prose is left to the grader's ``prose`` policy, as before)."""
+    # a span past the answer cap (verify.max_answer_chars, 200 by default) is no answer anyway: its head is enough
+    if question or _CONDITIONAL.search(span, 0, 256):
+        return True
+    words = span.split(None, 2)
+    return modal and len(words) >= 2 and words[0].lower().strip(",") in PLAN_WORDS
 
 
 @register("boxed")
@@ -118,18 +196,59 @@ def gsm8k(completion: str) -> str | None:
     return _clean(line)
 
 
-@register("answer_is")
-def answer_is(completion: str) -> str | None:
-    """After the last "the answer is" (or "final answer is:"), up to the end of that sentence."""
-    last = None
-    for last in _ANSWER_IS.finditer(completion):  # noqa: B007 - the last one is wanted
-        pass
-    if last is None:
+HEDGED = ("hedged_phrase",)
+Read = tuple[str | None, tuple[str, ...]]  # an answer phrase's answer (None: it states none) and the policies used
+
+
+def _read_phrase(completion: str, m: re.Match) -> Read | None:
+    """What the answer phrase ``m`` states; None when ``m`` is no answer phrase ("the result is" without "final")."""
+    noun = m.group("noun").lower()
+    if noun == "result" and not m.group("final"):
         return None
-    rest = completion[last.end():last.end() + ANSWER_SPAN_CHARS]
+    used = (("final_result",) if noun == "result" else ()) + (("modal_answer",) if m.group("modal") else ())
+    if conditional_before(completion, m.start()):
+        return None, HEDGED
+    rest = completion[m.end():m.end() + ANSWER_SPAN_CHARS]
     if rest.startswith(("\\boxed", "\\fbox")):  # "the answer is \boxed{8}." (None when the box never closes)
-        return boxed(rest)
-    return _clean(_until_sentence_end(rest))
+        return boxed(rest), used
+    if rest.startswith(("\\[", "$$")):  # "the final result is:\n\[ \frac{1}{8} \]" (None when it never closes)
+        block = _display_block(rest)
+        if block is not None and "\\boxed" in block:
+            block = boxed(block)
+        return (_clean(block) if block else None), (*used, "display_block")
+    span, question = _until_sentence_end(rest)
+    if states_no_value(span, question, modal=bool(m.group("modal"))):
+        return None, HEDGED
+    answer, filler = _cleaned(span)
+    return answer, (*used, "filler_words") if filler else used
+
+
+MAX_PHRASES = 16  # answer phrases read back from the last one before giving up (each is read up to 2 KB)
+
+
+def answer_phrases(completion: str, *, last: int | None = None) -> list[tuple[re.Match, Read]]:
+    """The answer phrases in text order (the ``last`` ones only, when given), with what each states (a question, a
+    condition or a plan states none)."""
+    found = []
+    for m in deque(_ANSWER_IS.finditer(completion), maxlen=last):
+        read = _read_phrase(completion, m)
+        if read is not None:
+            found.append((m, read))
+    return found
+
+
+@register_detailed("answer_is")
+def answer_is(completion: str) -> tuple[str, tuple[str, ...]] | None:
+    """After the last answer phrase that states an answer ("the answer is", "the final answer would be",
+    "Final answer:", "the final result is:"), up to the end of that sentence, or the display block or box that
+    follows it. A phrase in a question, under a condition or before a plan states none; an earlier one counts
+    (up to :data:`MAX_PHRASES` back)."""
+    skipped = False
+    for _, (answer, used) in reversed(answer_phrases(completion, last=MAX_PHRASES)):
+        if answer is not None:
+            return answer, (("hedged_phrase",) if skipped else ()) + used
+        skipped = skipped or used == HEDGED
+    return None
 
 
 def _token_before(text: str, end: int, limit: int) -> str | None:
@@ -154,15 +273,81 @@ def _token_before(text: str, end: int, limit: int) -> str | None:
     return text[comma + 1:end] if comma >= 0 else None
 
 
-@register("is_the_answer")
-def is_the_answer(completion: str) -> str | None:
-    """The token before the last "is the answer" ("So, 1708 is the answer.")."""
-    found, limit = None, 0
+def _read_is_the_answer(completion: str) -> Read:
+    """The last "... is the answer" phrase's token and policies (``(None, HEDGED)``: that phrase is a question or
+    a condition; ``(None, ())``: no phrase with a token)."""
+    token, last, limit = None, None, 0
     for m in _IS_THE_ANSWER.finditer(completion):
-        token = _token_before(completion, m.start(), limit)
-        if token is not None:
-            found, limit = token, m.end()
-    return _clean(found) if found is not None else None
+        t = _token_before(completion, m.start(), limit)
+        if t is not None:
+            token, last, limit = t, m, m.end()
+    if last is None:
+        return None, ()
+    if conditional_before(completion, last.start()) or _until_sentence_end(completion[last.end():])[1]:
+        return None, HEDGED
+    adj = (last.group("adj") or "").strip().lower()
+    return _clean(token), ("right_answer",) if adj in ("right", "correct") else ()
+
+
+@register_detailed("is_the_answer")
+def is_the_answer(completion: str) -> tuple[str, tuple[str, ...]] | None:
+    """The token before the last "is the answer" ("So, 1708 is the answer.", "$1250 is the right answer."); none
+    when that phrase is a question ("so 5 is the answer?") or a condition ("if 5 is the answer, ...")."""
+    answer, used = _read_is_the_answer(completion)
+    return (answer, used) if answer is not None else None
+
+
+# prose_final: the last sentence's value, when the sentence concludes ("So", "Therefore", ...) or states it ("is",
+# "=", "comes to", ...), is no question, condition or plan, and ends on the value (a few unit words may follow)
+_CONCLUSION = re.compile(r"(?i)^(?:so|therefore|thus|hence|in total|altogether|together|in all|all in all|in the end|"
+                         r"finally|in conclusion|overall|as a result|this means|that means)\b")
+_STATES = re.compile(r"(?i)(?:\b(?:is|are|was|were|equals?|comes\s+to|totals?|makes?|made|gives?|has|have|had|costs?|"
+                     r"earns?|earned|pays?|paid|spends?|spent|needs?|gets?|got)\b|=)")
+_PLAN = re.compile(r"(?i)\b(?:let\s+me|let's|let\s+us|I\s+will|I'll|we\s+will|we'll|we\s+need|next|need\s+to|"
+                   r"have\s+to|going\s+to|should\s+we)\b")
+_PROSE_VALUE = re.compile(r"\$(?:\\\$|[^$]){1,200}\$|\\?\$?-?\d[\d,]*(?:\.\d+)?")
+_UNIT_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+# a word right before the value (not after "=") or among the words after it that makes the value part of a relation
+_RELATION_BEFORE = frozenset(("than", "of", "times", "by", "from", "plus", "minus", "and", "or", "over", "divided",
+                              "more", "less", "fewer", "with", "out"))
+_RELATION_AFTER = frozenset(("than", "times", "plus", "minus", "and", "or", "divided", "more", "less", "fewer", "if",
+                             "unless"))
+_MAX_TAIL_WORDS = 6
+
+
+def _last_sentence(text: str) -> str:
+    """The last sentence of the text's last non-empty line (split at ". ", "! ", "? "), stripped."""
+    lines = [ln for ln in text[-ANSWER_SPAN_CHARS:].splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    return re.split(r"(?<=[.!?])\s+", lines[-1].strip())[-1]
+
+
+@register("prose_final")
+def prose_final(completion: str) -> str | None:
+    """The value the last sentence states ("Therefore, the total comes to 18 dollars." -> 18), for models that
+    answer in prose (not in the default list). The sentence must conclude ("So", "Therefore", ...) or state
+    ("is", "=", "comes to", "makes", ...), must not be a question, a condition or a plan, and must end on its
+    value (up to six unit words after it, none a relation such as "than" or "of")."""
+    sentence = _last_sentence(completion)
+    if not sentence or sentence.endswith("?") or _PLAN.search(sentence):
+        return None
+    cond = _CONDITIONAL.search(sentence)
+    if cond and re.search(r"(?i)\b(?:answer|result)\b", sentence[cond.end():]):  # a supposition about the answer
+        return None
+    sentence = sentence.rstrip(".!").rstrip()
+    values = list(_PROSE_VALUE.finditer(sentence))
+    if not values:
+        return None
+    value = values[-1]
+    head, tail = sentence[:value.start()], sentence[value.end():].split()
+    before = set() if head.rstrip().endswith("=") else {w.lower().strip(",") for w in head.split()[-2:]}
+    if (before & _RELATION_BEFORE or conditional_before(sentence, value.start()) or len(tail) > _MAX_TAIL_WORDS
+            or any(not _UNIT_WORD.fullmatch(w) or w.lower() in _RELATION_AFTER for w in tail)):
+        return None
+    if not (_CONCLUSION.search(sentence) or _STATES.search(head)):
+        return None
+    return value.group().strip() or None
 
 
 @register("last_number")
@@ -182,10 +367,27 @@ def extract(completion: str, *, extractors: Sequence[str]) -> Extraction | None:
     completion's last :data:`SEARCH_CHARS` characters."""
     completion = strip_emphasis(completion[-SEARCH_CHARS:])
     for name in extractors:
-        found = get_extractor(name)(completion)
-        if found is not None:
-            return Extraction(found, name)
+        if name in _DETAILED:
+            found = _DETAILED[name](completion)
+            if found is not None:
+                return Extraction(found[0], name, found[1])
+            continue
+        answer = get_extractor(name)(completion)
+        if answer is not None:
+            return Extraction(answer, name)
     return None
+
+
+def refused(completion: str, *, extractors: Sequence[str]) -> tuple[str, ...]:
+    """The policies behind finding no answer: ``hedged_phrase`` when an answer phrase the configured extractors
+    read was passed over as a question, a condition or a plan (the caller asks only when ``extract`` found none)."""
+    completion = strip_emphasis(completion[-SEARCH_CHARS:])
+    if "answer_is" in extractors and any(read == (None, HEDGED) for _, read in answer_phrases(completion,
+                                                                                              last=MAX_PHRASES)):
+        return HEDGED
+    if "is_the_answer" in extractors and _read_is_the_answer(completion) == (None, HEDGED):
+        return HEDGED
+    return ()
 
 
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*+\{")
@@ -217,10 +419,8 @@ def candidates(completion: str) -> list[Extraction]:
     for part in completion.split("####")[1:]:
         if a := _clean(part.lstrip(" \t").split("\n", 1)[0]):
             found.append(Extraction(a, "gsm8k"))
-    for m in _ANSWER_IS.finditer(completion):
-        rest = completion[m.end():m.end() + ANSWER_SPAN_CHARS]
-        if rest.lstrip().startswith(("\\boxed", "\\fbox")):
-            continue  # already counted as a box
-        if a := _clean(_until_sentence_end(rest)):
-            found.append(Extraction(a, "answer_is"))
+    for m, (answer, _) in answer_phrases(completion):
+        if answer is not None and m.group("noun").lower() != "result" and not completion[m.end():].startswith(
+                ("\\boxed", "\\fbox")):  # a box is already counted; "final result" is no answer marker of the flags
+            found.append(Extraction(answer, "answer_is"))
     return found

@@ -42,7 +42,7 @@ from pydantic import Field
 
 from pipeline.config import Model
 from pipeline.gold import parse_gold
-from pipeline.numbers import WRITTEN, without_separators
+from pipeline.numbers import NUMBER_WORDS, WRITTEN, without_separators, words_value
 from pipeline.verify.policies import detail_with
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
@@ -71,6 +71,63 @@ _UNIT_WORDS = re.compile(rf"^(-?{WRITTEN})(?:\s+(?!pi\b)[A-Za-z]{{2,}}[A-Za-z. ]
 _TEXT = re.compile(r"^\\(?:text|textbf|mathrm)\{(.*)\}$")
 _PROSE_WORD = re.compile(r"^[A-Za-z'’]+[,.;:!?]?$")
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
+
+
+# unicode math a model writes that math-verify's LaTeX parser does not read: pi, infinity, the minus sign
+_UNICODE_MATH = {"π": "\\pi ", "∞": "\\infty ", "−": "-"}
+# a word after a number that makes it no unit but an operation or a comparison: "3 times the radius", "5 more than x"
+_NOT_UNIT_WORDS = frozenset(("times", "plus", "minus", "over", "divided", "and", "or", "of", "more", "less", "than",
+                             "fewer", "greater", "smaller", "larger", "mod", "if", "when", "where", "for", "is", "are",
+                             "equals", "to", "by", "with", "not"))
+# words that are math, not units: "12 pi", "5 sqrt 2" stay math
+_MATH_WORDS = frozenset(("pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "frac", "cdot",
+                         "infty", "text", "mathrm"))
+_UNIT_WORD = re.compile(r"[A-Za-z]{2,}\.?")
+_MATH_MARK = re.compile(r"[\d\\]")  # a digit or a LaTeX command: the head is math, not words ("twenty-one")
+_MAX_UNIT_WORDS = 4
+_ORDINAL = re.compile(r"^(-?\d+)(?:st|nd|rd|th|\^\{?(?:\\text\{)?(?:st|nd|rd|th)\}?\}?)(?:\s+[A-Za-z][A-Za-z ]*)?$")
+_GOLD_WORD = re.compile(r"[A-Za-z]{2,}")
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+
+
+def _unit_tail(a: str) -> int:
+    """Where trailing unit words start in ``a`` ("12\\pi inches per second" -> 6), or -1: up to
+    :data:`_MAX_UNIT_WORDS` words of two or more letters, none an operation or math, after something that ends a
+    value (a digit, a symbol such as ``2i`` or ``\\circ``, a closing brace or bracket, a dollar), not after a word."""
+    words = a.split(" ")
+    k = len(words)
+    while k > 0 and len(words) - k < _MAX_UNIT_WORDS and _UNIT_WORD.fullmatch(words[k - 1]) and (
+            words[k - 1].lower().rstrip(".") not in _NOT_UNIT_WORDS | _MATH_WORDS | NUMBER_WORDS):
+        k -= 1
+    if k == len(words) or k == 0 or (k > 0 and _UNIT_WORD.fullmatch(words[k - 1]) and len(words) - k == _MAX_UNIT_WORDS):
+        return -1
+    head = " ".join(words[:k]).rstrip()
+    last = words[k - 1]
+    if _UNIT_WORD.fullmatch(last) or not (head[-1:].isalnum() or head[-1:] in "})]$|") or not _MATH_MARK.search(head):
+        return -1  # the scan stopped at a word ("5 more apples"), the head ends in an operator or is no math
+    return len(head)
+
+
+def has_words(gold: str) -> bool:
+    """Whether a gold holds a word (two or more letters outside LaTeX commands): ``5 \\text{ cm}``, ``\\text{Monday}``."""
+    return bool(_GOLD_WORD.search(_LATEX_COMMAND.sub(" ", gold)))
+
+
+def number_words(a: str) -> str | None:
+    """``three boxes`` -> ``3``, ``one hundred and twenty`` -> ``120``: number words, then at most
+    :data:`_MAX_UNIT_WORDS` unit words (none an operation: "three times x" is no number); None otherwise."""
+    words = a.lower().replace("-", " ").split()
+    k = 0
+    while k < len(words) and (words[k] in NUMBER_WORDS or (words[k] == "and" and k > 0)):
+        k += 1
+    while k > 0 and words[k - 1] == "and":
+        k -= 1
+    tail = words[k:]
+    if k == 0 or len(tail) > _MAX_UNIT_WORDS or any(
+            not _UNIT_WORD.fullmatch(w) or w.rstrip(".") in _NOT_UNIT_WORDS | _MATH_WORDS for w in tail):
+        return None
+    value = words_value(words[:k])
+    return str(value) if value is not None else None
 
 
 _WHICH_IS = re.compile(r"(?i),?(?<!\s)\s++which\s++is\s++")
@@ -112,14 +169,23 @@ def _strip_dollars(a: str) -> str:
 
 
 @lru_cache(maxsize=65536)  # answers repeat across a problem's k samples
-def normalize(answer: str, *, keep_equation: bool = False) -> tuple[str, tuple[str, ...]]:
+def normalize(answer: str, *, keep_equation: bool = False, strip_units: bool = False) -> tuple[str, tuple[str, ...]]:
     """The answer as it is compared, and the policies (:data:`~pipeline.verify.policies.POLICIES`) that shaped it:
-    math delimiters and a currency sign stripped, the last right-hand side of an equation kept (unless
-    ``keep_equation``: the gold is an equation), a trailing percent sign and trailing unit words dropped."""
+    unicode pi, infinity and minus as LaTeX, math delimiters and a currency sign stripped, the last right-hand side
+    of an equation kept (unless ``keep_equation``: the gold is an equation), a trailing percent sign and trailing
+    unit words dropped (after an expression only with ``strip_units``: the gold has no words)."""
     fired: list[str] = []
     a = answer.strip().rstrip(".").strip()
+    if any(c in a for c in _UNICODE_MATH):
+        for c, latex in _UNICODE_MATH.items():
+            a = a.replace(c, latex)
+        a = a.replace(" $", "$").strip()
+        fired.append("unicode_math")
     if (a.startswith("\\(") and a.endswith("\\)")) or (a.startswith("\\[") and a.endswith("\\]")):
         a = a[2:-2].strip()
+    if strip_units and not _UNIT_WORDS.match(a) and (cut := _unit_tail(a)) > 0:
+        a = a[:cut].rstrip()  # "$12\\pi$ inches per second", "12\\pi inches per second": the expression
+        fired.append("unit_words")
     b = _strip_dollars(a)
     if b != a and ("\\$" in a or a.count("$") % 2 or not (a.startswith("$") and a.endswith("$"))):
         fired.append("currency")
@@ -231,9 +297,14 @@ def pre_grade(gold: str, answer: str, options: GradeOptions = GradeOptions()) ->
     Returns the :class:`Grade` when it is decided here, else ``(normalised answer, policies fired)`` for
     math-verify. Pure string work on an answer of at most ``verify.max_answer_chars``: it runs in the
     caller's process (microseconds), and :func:`grade` starts with it, so both give the same verdicts."""
-    norm, fired = normalize(answer, keep_equation=is_equation(gold))
+    norm, fired = normalize(answer, keep_equation=is_equation(gold), strip_units=not has_words(gold))
     if not norm:
         return Grade("no_answer", detail_with(fired, "the extracted answer is empty after normalisation"))
+    if exact_number(gold) is not None:  # words and ordinals only against a number gold
+        if (w := number_words(norm)) is not None:
+            norm, fired = w, (*fired, "number_words")
+        elif m := _ORDINAL.match(norm):
+            norm, fired = m.group(1), (*fired, "ordinal")
     if is_prose(norm):
         return Grade("no_answer", detail_with(("prose",), "the extracted answer is prose (no digit, no math)"))
     gold_choice, ans_choice = choice_letter(gold), choice_letter(norm)

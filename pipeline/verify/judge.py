@@ -48,8 +48,9 @@ from typing import Any
 
 from pipeline.config import ConfigError, VerifyConfig, parse_options
 from pipeline.thinking import MODES, UNFINISHED, answer_section
-from pipeline.verify.extract import extract, get_extractor
+from pipeline.verify.extract import extract, get_extractor, refused
 from pipeline.verify.grader import STATUSES, Grade, GradeOptions, fast_grade
+from pipeline.verify.policies import detail_with, with_policies
 from pipeline.verify.pool import shared_pool
 
 __all__ = ["STATUSES", "Judgement", "judge", "judge_config", "judge_many"]
@@ -127,6 +128,7 @@ def judge_batch(pairs: Sequence[tuple[str, str]], *, config: VerifyConfig, worke
         raise ValueError(f"{len(modes)} thinking modes for {n} pairs")
     extracted: list[str | None] = [None] * n
     extractor: list[str | None] = [None] * n
+    used: list[tuple[str, ...]] = [()] * n  # the policies each extraction used (named before the grade's own)
     grades: list[Grade | None] = [None] * n
     sections = []
     pending: dict[tuple[str, str], list[int]] = {}
@@ -138,9 +140,11 @@ def judge_batch(pairs: Sequence[tuple[str, str]], *, config: VerifyConfig, worke
             continue
         found = extract(section.text, extractors=config.extractors)
         if found is None:
-            grades[i] = Grade("no_answer", "no extractor found an answer")
+            grades[i] = Grade("no_answer", detail_with(refused(section.text, extractors=config.extractors),
+                                                       "no extractor found an answer"))
             continue
         extractor[i] = found.extractor
+        used[i] = found.policies
         if len(found.answer) > config.max_answer_chars:
             extracted[i] = found.answer[: config.max_answer_chars]
             grades[i] = Grade("no_answer", f"answer has {len(found.answer)} characters (cap {config.max_answer_chars})")
@@ -177,7 +181,7 @@ def judge_batch(pairs: Sequence[tuple[str, str]], *, config: VerifyConfig, worke
         for check, g in zip(pooled, results, strict=True):
             for i in pending[check]:
                 grades[i] = g
-    judgements = [Judgement(g.status, extracted[i], extractor[i], g.detail,  # type: ignore[union-attr]
+    judgements = [Judgement(g.status, extracted[i], extractor[i], with_policies(used[i], g.detail),  # type: ignore[union-attr]
                             sections[i].thinking_chars, sections[i].closed)
                   for i, g in enumerate(grades)]
     return JudgedBatch(judgements, len(pending), restarts, len(pooled))

@@ -27,7 +27,9 @@ POLICIES: dict[str, tuple[str, str]] = {
         "a leading or trailing dollar sign is a currency unit: `\\$18.00` equals 18",
         "an escaped dollar can end math-verify's LaTeX region early"),
     "unit_words": (
-        "a number followed by space-separated words (`12 apples`, `47 cm`) or a glued unit (`5cm`) is the number",
+        "a number followed by space-separated words (`12 apples`, `47 cm`) or a glued unit (`5cm`) is the number; "
+        "against a gold with no words, an expression followed by up to four unit words (`12\\pi inches per "
+        "second`) is the expression (no word of an operation or a comparison: `3 times the radius` stays)",
         "math-verify reads `12 apples` as a product of symbols (12*a*p*p*l*e*s); juxtaposed symbols "
         "(`2x`, `2k`, `3i`, `2\\pi`) are math and stay"),
     "choice_letter": (
@@ -44,6 +46,38 @@ POLICIES: dict[str, tuple[str, str]] = {
         "an answer that is an equation (`4 + 2 + 10 = 24`, `x = 5`) is graded by its last right-hand side, "
         "unless the gold is an equation too; '..., which is 12' by what follows 'which is'",
         "math-verify compares the whole equation with a value gold"),
+    "modal_answer": (
+        "'the answer should be', 'would be', 'must be' mark a final answer as 'the answer is' does",
+        "math-verify takes the last number or formula, which is the marked answer only when nothing follows it"),
+    "filler_words": (
+        "up to three filler words before the value are dropped (indeed, definitely, clearly, simply, exactly, just, "
+        "also, so, ...): 'the answer is indeed 6' is 6",
+        "none: math-verify never sees the words; before, passband graded `indeed 6` as the answer"),
+    "right_answer": (
+        "'X is the right answer' / 'X is the correct answer' marks X as 'X is the answer' does",
+        "math-verify takes the last number or formula anywhere"),
+    "final_result": (
+        "'the final result is' (never a bare 'the result is', which is working) marks a final answer",
+        "math-verify takes the last number or formula anywhere"),
+    "display_block": (
+        "an answer phrase followed by a display block (`\\[ ... \\]`, `$$ ... $$`, also on the next lines) is "
+        "answered by the block's content; a block that never closes is no answer",
+        "math-verify reads a display block, but the last one anywhere, not the one the phrase marks"),
+    "hedged_phrase": (
+        "an answer phrase in a question ('so the answer is 4?'), a condition ('if the answer is 4, then ...', "
+        "'20 if we count twice') or a plan ('the answer should be an integer') states no answer; an earlier phrase "
+        "that does counts, else the verdict is no_answer",
+        "math-verify takes the last number, which there is a supposition"),
+    "number_words": (
+        "against a number gold, number words (one ... nineteen, twenty ... ninety, hundred, thousand, million) "
+        "with up to four unit words after them are the number: 'three boxes' is 3",
+        "math-verify reads words as a product of symbols"),
+    "ordinal": (
+        "against a number gold, an ordinal (`12th`, `3rd grade`, `2^{nd}`) is its number",
+        "math-verify reads `12th` as 12*t*h"),
+    "unicode_math": (
+        "unicode `π`, `∞` and the minus sign `−` are read as `\\pi`, `\\infty` and `-`",
+        "math-verify's LaTeX parser does not read them: `12π` is not 12*pi there"),
 }
 
 
@@ -64,6 +98,15 @@ def detail_with(policies: list[str] | tuple[str, ...], detail: str | None = None
         raise ValueError(f"undocumented verifier policies {unknown}; add them to POLICIES")
     head = PREFIX + ", ".join(policies)
     return f"{head}; {detail}" if detail else head
+
+
+def with_policies(policies: tuple[str, ...], detail: str | None) -> str | None:
+    """``detail`` (perhaps already naming policies) with ``policies`` named first, each once."""
+    if not policies:
+        return detail
+    named = policies_in(detail)
+    rest = detail[len(PREFIX):].split(";", 1)[1].lstrip() if named and ";" in detail else (None if named else detail)
+    return detail_with(tuple(dict.fromkeys((*policies, *named))), rest)
 
 
 def policies_in(detail: str | None) -> list[str]:

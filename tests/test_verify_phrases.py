@@ -1,0 +1,158 @@
+"""Answer phrases a reasoning model writes without a box: each ending is read as a reader reads it, names the
+policy that read it, and a question, a condition or a plan is no answer (pipeline/verify/extract.py, grader.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.numbers import words_value
+from pipeline.verify import judge_many
+from pipeline.verify.extract import Extraction, candidates, extract
+from pipeline.verify.grader import has_words, number_words
+from pipeline.verify.policies import policies_in
+
+RULES = ["boxed", "gsm8k", "answer_is", "is_the_answer"]
+
+# (gold, completion, status, extracted, policies named in the detail)
+ENDINGS = [
+    ("4", "So the answer should be 4.", "correct", "4", ["modal_answer"]),
+    ("284", "Adding them, the final answer would be 284", "correct", "284", ["modal_answer"]),
+    ("7", "Therefore the answer must be 7.", "correct", "7", ["modal_answer"]),
+    ("5", "So the answer should be 4.", "incorrect", "4", ["modal_answer"]),
+    ("6", "The answer is indeed 6.", "correct", "6", ["filler_words"]),
+    ("8000", "I think the answer is definitely 8000.", "correct", "8000", ["filler_words"]),
+    ("9", "The answer is clearly just 9.", "correct", "9", ["filler_words"]),
+    ("1250", "I think $1250 is the right answer.", "correct", "$1250", ["right_answer", "currency"]),
+    ("1250", "So 1251 is the correct answer.", "incorrect", "1251", ["right_answer"]),
+    ("\\frac{1}{8}", "Therefore, the final result is: \\[ \\frac{1}{8} \\]", "correct", "\\frac{1}{8}",
+     ["final_result", "display_block"]),
+    ("\\frac{1}{8}", "Therefore, the final result is:\n\\[\n\\frac{1}{8}\n\\]\nDone.", "correct", "\\frac{1}{8}",
+     ["final_result", "display_block"]),
+    ("\\frac{1}{8}", "So the answer is:\n$$\n\\frac{1}{7}\n$$", "incorrect", "\\frac{1}{7}", ["display_block"]),
+    ("3", "The answer is three boxes.", "correct", "three boxes", ["number_words"]),
+    ("325", "The answer is three hundred and twenty-five.", "correct", "three hundred and twenty-five",
+     ["number_words"]),
+    ("4", "The answer is three boxes.", "incorrect", "three boxes", ["number_words"]),
+    ("12\\pi", "The answer is 12π inches per second.", "correct", "12π inches per second",
+     ["unicode_math", "unit_words"]),
+    ("12\\pi", "The answer is $12\\pi$ inches per second.", "correct", "$12\\pi$ inches per second", ["unit_words"]),
+    ("8", "So the answer should be 8 meals.", "correct", "8 meals", ["modal_answer", "unit_words"]),
+    ("12", "The answer is 12th grade.", "correct", "12th grade", ["unit_words", "ordinal"]),
+    ("3", "The answer is 2nd place.", "incorrect", "2nd place", ["unit_words", "ordinal"]),
+    ("3", "The answer is 3rd.", "correct", "3rd", ["ordinal"]),
+]
+
+
+@pytest.mark.parametrize(("gold", "completion", "status", "extracted", "policies"), ENDINGS,
+                         ids=[e[1][:40] for e in ENDINGS])
+def test_each_ending_is_read_and_names_its_policy(gold, completion, status, extracted, policies):
+    [j] = judge_many([(gold, completion)], RULES)
+    assert (j.status, j.extracted) == (status, extracted), j
+    assert policies_in(j.detail) == policies, j
+
+
+NOT_ANSWERS = [
+    "If the answer is 4, then the total would be 8.",  # a condition
+    "Let me check whether the answer is 4 by substituting.",
+    "Suppose the answer is 4: the total is 8.",
+    "So the answer is 4?",  # a question
+    "The answer would be 4 if we counted the first day twice.",  # a value under a condition
+    "The answer should be an integer, so let me recompute.",  # a property, not a value
+    "The answer must be in dollars.",  # a plan
+    "So 4 is the answer?",
+    "If 4 is the answer, then the total is 8.",
+]
+
+
+@pytest.mark.parametrize("completion", NOT_ANSWERS)
+def test_a_question_a_condition_or_a_plan_is_no_answer(completion):
+    [j] = judge_many([("4", completion)], RULES)
+    assert (j.status, j.extracted) == ("no_answer", None), j
+    assert policies_in(j.detail) == ["hedged_phrase"], j
+
+
+def test_an_earlier_phrase_counts_when_the_last_is_a_supposition():
+    text = "The answer is 12. To double-check: if the answer is 13, then the sum would be odd, and it is not."
+    assert extract(text, extractors=RULES) == Extraction("12", "answer_is", ("hedged_phrase",))
+    # a condition then a statement in the main clause: the statement counts
+    assert extract("If we add them all, the answer is 12.", extractors=RULES) == Extraction("12", "answer_is")
+    assert extract("Adding them, then the answer is 12.", extractors=RULES) == Extraction("12", "answer_is")
+
+
+def test_a_bare_result_is_working_not_an_answer():
+    assert extract("The result is 12, which we double.", extractors=RULES) is None
+    assert extract("Final result: 24", extractors=RULES) == Extraction("24", "answer_is", ("final_result",))
+
+
+def test_an_unclosed_display_block_is_no_answer():
+    assert extract("The final answer is:\n\\[\n\\frac{1}{", extractors=RULES) is None
+
+
+def test_candidates_skip_suppositions():
+    text = "If the answer is 4, then no. The answer is 5."
+    assert [c.answer for c in candidates(text)] == ["5"]
+
+
+def test_words_and_ordinals_only_against_a_number_gold():
+    [j] = judge_many([("\\text{three}", "The answer is three.")], RULES)
+    assert "number_words" not in policies_in(j.detail)
+    [j] = judge_many([("x", "The answer is 2nd.")], RULES)
+    assert j.status == "incorrect" and "ordinal" not in policies_in(j.detail)
+
+
+@pytest.mark.parametrize(("words", "value"), [
+    ("zero", 0), ("seven", 7), ("nineteen", 19), ("twenty five", 25), ("ninety nine", 99), ("one hundred", 100),
+    ("three hundred and twenty five", 325), ("two thousand", 2000), ("one thousand and one", 1001),
+    ("twelve thousand three hundred forty five", 12345), ("three million two hundred thousand", 3_200_000),
+    ("twenty twenty", None), ("hundred", None), ("and five", None), ("five thousand thousand", None),
+    ("fifteen hundred", None), ("twenty ten", None), ("three four", None),
+])
+def test_words_value(words, value):
+    assert words_value(words.split()) == value
+
+
+@pytest.mark.parametrize(("answer", "number"), [
+    ("three boxes", "3"), ("Twenty-one", "21"), ("one hundred and five dollars", "105"), ("three times x", None),
+    ("one of them", None), ("three more than x", None), ("four 4", None), ("apples", None),
+])
+def test_number_words(answer, number):
+    assert number_words(answer) == number
+
+
+def test_unit_words_after_an_expression_only_when_the_gold_has_none():
+    assert not has_words("12\\pi") and not has_words("\\frac{1}{8}")
+    assert has_words("5 \\text{ cm}") and has_words("\\text{Monday}")
+    [j] = judge_many([("2\\sqrt{3}", "The answer is 2\\sqrt{3} units.")], RULES)
+    assert j.status == "correct" and "unit_words" in policies_in(j.detail)
+    [j] = judge_many([("6\\pi", "The answer is 3\\pi times the radius.")], RULES)  # an operation, not a unit
+    assert j.status != "correct"
+
+
+@pytest.mark.parametrize(("completion", "value"), [
+    ("Therefore, the total comes to 18 dollars.", "18"),
+    ("She makes 9 * 2 = $18 every day at the farmer's market.", "$18"),
+    ("So altogether that makes $\\frac{1}{8}$.", "$\\frac{1}{8}$"),
+    ("If thirty fairies flew away, there were 75 - 30 = 45 fairies that remained.", "45"),  # a statement after a comma
+    ("Together, Pierson and Nikita scored 428 points.", "428"),
+    ("If the answer is 5, then the total would be 10.", None),  # a supposition about the answer
+    ("Next, I will multiply 5 by 2 and add the 10 remaining items.", None),  # a plan
+    ("So is the answer 5? I am not sure.", None),  # the last sentence states nothing
+    ("Could it be 5?", None),
+    ("The total is 5 more than the 12 apples.", None),  # a relation, not the value
+    ("So she has 3 bags of 12 apples.", None),
+    ("He ran 3 miles", None),  # neither concludes nor states
+    ("I hope this helps!", None),
+])
+def test_prose_final(completion, value):
+    from pipeline.verify.extract import prose_final
+
+    assert prose_final(completion) == value
+
+
+def test_prose_final_is_off_by_default():
+    from pipeline.config import VerifyConfig
+
+    assert "prose_final" not in VerifyConfig().extractors
+    assert extract("Therefore, the total comes to 18 dollars.", extractors=RULES) is None
+    assert extract("Therefore, the total comes to 18 dollars.", extractors=[*RULES, "prose_final"]) == Extraction(
+        "18", "prose_final")
