@@ -23,6 +23,7 @@ import pyarrow as pa
 from pipeline.config import IngestConfig, field_default
 from pipeline.gold import GoldError, boxed_gold, gsm8k_gold, json_gold
 from pipeline.ingest.fold import Fold
+from pipeline.ingest.gold_lint import lint_gold, unusable
 from pipeline.ingest.records import Limits, RawReject, RawRow
 from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.keys import normalize_question, problem_id
@@ -44,6 +45,8 @@ REASONS: dict[str, str] = {
     "question_too_long": "the question is longer than ingest.max_question_chars",
     "missing_gold": "no answer (or solution, for boxed golds) to take the gold from",
     "unparseable_gold": "the gold cannot be extracted, or math-verify cannot parse it",
+    "garbled_gold": "the gold lint found a defect that leaves no answer to grade (empty braces, unbalanced "
+                    "delimiters: pipeline/ingest/gold_lint.py), named in the detail",
     "answer_too_long": "the gold is longer than ingest.max_answer_chars",
     "solution_too_long": "the solution is longer than ingest.max_solution_chars",
     "field_too_long": "the id, subject or level is longer than ingest.max_field_chars, or the extra columns "
@@ -225,6 +228,9 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
     try:
         question = _question(rec, limits)
         gold, solution = _gold(rec, limits)
+        findings = lint_gold(gold, question=question)
+        if bad := unusable(findings):
+            raise _Reject("garbled_gold", "; ".join(f"{f.name}: {f.evidence}" for f in bad))
         subject, level, meta = _fields(rec, limits)
         difficulty = source_difficulty(rec.source_difficulty)
         measure = _capped(rec.source_difficulty_measure, "source_difficulty_measure", limits.max_field_chars,
@@ -236,7 +242,8 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
         return False, reject_row(rec, "bad_row", f"{type(exc).__name__}: {exc}")
     return True, {
         "problem_id": pid, "source": rec.source, "source_id": rec.source_id, "split": rec.split,
-        "question": question, "answer": gold, "solution": solution, "subject": subject, "level": level,
+        "question": question, "answer": gold, "gold_issues": [f.name for f in findings],
+        "solution": solution, "subject": subject, "level": level,
         "metadata": meta, "excerpt": rec.excerpt[:MAX_EXCERPT],
         "source_difficulty": difficulty, "source_difficulty_measure": measure,
     }
