@@ -32,6 +32,13 @@ SELECT method, parents_tried, children_kept AS kept, parents_with_learnable_chil
 FROM reformulation_report ORDER BY method = '(any)', method
 """
 
+# per policy, the (problem, policy) pairs whose rollouts agree on an answer that is not the gold
+SUSPECTS = """
+SELECT string_agg(pol.name || ': ' || n_suspect || ' of ' || n, '; ' ORDER BY pol.name) AS line
+FROM (SELECT policy_id, count(*) FILTER (WHERE gold_suspect) AS n_suspect, count(*) AS n
+      FROM difficulty GROUP BY 1) d JOIN policies pol USING (policy_id)
+"""
+
 # each flag's rate next to the precision and recall measured on the labelled set (the flag_quality view)
 FLAGS = "SELECT * FROM flag_quality"
 
@@ -55,6 +62,9 @@ def summary(*, params, root) -> None:
     _show("Flags (flag_quality view; precision/recall measured on labelled completions, docs/flags.md)",
           query(params, FLAGS, root=root))
     _show("Reformulation (reformulation_report view)", query(params, REPORT, root=root))
+    line = query(params, SUSPECTS, root=root)["line"][0]
+    click.echo("\nSuspect golds (the rollouts agree on another answer: suspect_golds view, docs/tables.md)")
+    click.echo(f"  {line or '(nothing yet)'}")
     folder = root / params.paths.published
     build = folder / "build.json"
     click.echo("\nPublished dataset")
