@@ -144,6 +144,7 @@ def _tables_of(root: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
 def _embedded_tables(tmp: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
     import embedded_set
 
+    tmp.mkdir(parents=True)
     embedded_set.build(tmp)
     return _tables_of(tmp)
 

@@ -116,3 +116,11 @@ def test_real_sets_counts() -> None:
                     found[c.name] = found.get(c.name, 0) + 1
     assert counts["gsm8k"] == {}
     assert set(counts["math"]) == {"order_as_set"} and 1 <= counts["math"]["order_as_set"] <= 10
+
+
+def test_docs_list_every_check() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "stages.md").read_text()
+    for name, c in CHECKS.items():
+        assert f"| `{name}` | {'yes' if c.unusable else 'no'} |" in page, name
