@@ -99,3 +99,33 @@ def test_injected_wrong_golds_are_found(tmp_path: Path) -> None:
     assert f.tp + f.fn == 500 * 2
     assert f.recall >= 0.8 and f.precision >= 0.9
     assert f.false_alarm_all <= 0.05
+
+
+def test_published_rows_and_card_carry_the_suspects(tmp_path: Path) -> None:
+    """A wrong-looking gold in the tiny publish tables: its rows carry the score, the card lists it."""
+    import datasets
+    from click.testing import CliRunner
+    from publish_tables import make_repo
+
+    from pipeline.cli import cli
+    from pipeline.io import read_table, write_table
+
+    root = make_repo(tmp_path / "repo")
+    path = root / "data/difficulty/part-0.parquet"
+    rows = read_table(path.parent, name="difficulty").to_pylist()
+    for r in rows:  # "Tom reads 5 pages a day for 6 days" (gold 30): every rollout says 35
+        wrong = r["problem_id"] == "p_0000000000000007"
+        r.update(modal_answer="35" if wrong else None, modal_share=1.0 if wrong else None,
+                 modal_is_gold=not wrong, gold_suspicion=suspicion(8, 8) if wrong else 0.0, gold_suspect=wrong)
+    write_table(schema("difficulty").from_rows(rows), path, name="difficulty")
+    res = CliRunner().invoke(cli, ["publish", "--params", str(root / "params.yaml")], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    body = (root / "data/published/README.md").read_text()
+    section = body.split("## Suspect answer keys", 1)[1].split("\n## ", 1)[0]
+    assert "1 of 11 items are `gold_suspect`" in section
+    assert "| `p_0000000000000007` | 30 | 0.0 | 0.998 |" in section
+    ds = datasets.load_dataset(str(root / "data/published"), "default", split="train")
+    kept = ds.filter(lambda r: not r["gold_suspect"])
+    assert len(ds) - len(kept) == 1 and "p_0000000000000007" not in kept["problem_id"]
+    per_policy = {d["policy"]: d["gold_suspicion"] for d in ds[ds["problem_id"].index("p_0000000000000007")]["difficulty"]}
+    assert per_policy["smollm2-135m-3shot"] == suspicion(8, 8)
