@@ -13,7 +13,7 @@ and graded; ``no_answer``, ``timeout`` and ``error`` are left out):
   the modal wrong answer is the majority answer, with that answer's count ``m`` and the format-valid count ``v``
   pooled over every policy that measured the problem: ``P(Binomial(v + 1, 1/2) <= m)`` (:func:`suspicion`).
   Many rollouts agreeing raise it (8 of 8: 0.998; 4 of 4: 0.97; 1 of 1: 0.75), rollouts that reach the gold
-  lower it (4 of 8: 0.5), a second policy giving the same wrong answer raises it again (6 of 8 and 6 of 8: 0.99);
+  lower it (4 of 8: 0.5), a second policy giving the same wrong answer raises it again (6 of 8 and 6 of 8: 0.98);
   a second policy that finds the gold lowers it. Null when no rollout was format-valid.
 - ``gold_suspect`` is ``gold_suspicion >= annotate.gold_suspicion_threshold``.
 
