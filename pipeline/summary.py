@@ -2,7 +2,7 @@
 
 Band counts per policy (main problems and reformulations apart), each flag's rate next to its measured
 precision and recall, the reformulation report,
-and how to load the published folder. Read-only: it queries the catalog's views.
+the suspect golds per policy, and how to load the published folder. Read-only: it queries the catalog's views.
 """
 
 from __future__ import annotations
@@ -32,6 +32,13 @@ SELECT method, parents_tried, children_kept AS kept, parents_with_learnable_chil
 FROM reformulation_report ORDER BY method = '(any)', method
 """
 
+# per policy, the (problem, policy) pairs whose rollouts agree on an answer that is not the gold
+SUSPECTS = """
+SELECT string_agg(pol.name || ' ' || n_suspect || ' of ' || n, ', ' ORDER BY pol.name) AS line
+FROM (SELECT policy_id, count(*) FILTER (WHERE gold_suspect) AS n_suspect, count(*) AS n
+      FROM difficulty GROUP BY 1) d JOIN policies pol USING (policy_id)
+"""
+
 # each flag's rate next to the precision and recall measured on the labelled set (the flag_quality view)
 FLAGS = "SELECT * FROM flag_quality"
 
@@ -49,12 +56,14 @@ def _show(title: str, df: pl.DataFrame | None) -> None:
 @click.command()
 @with_params
 def summary(*, params, root) -> None:
-    """Print band counts per policy, flag rates with their measured precision, the reformulation report and how to
-    load the published dataset."""
+    """Print band counts per policy, flag rates with their measured precision, the reformulation report, the suspect
+    golds per policy (gold_suspect: the rollouts agree on another answer) and how to load the published dataset."""
     _show("Difficulty bands (difficulty view)", query(params, BANDS, root=root))
     _show("Flags (flag_quality view; precision/recall measured on labelled completions, docs/flags.md)",
           query(params, FLAGS, root=root))
     _show("Reformulation (reformulation_report view)", query(params, REPORT, root=root))
+    line = query(params, SUSPECTS, root=root)["line"][0]
+    click.echo(f"\nSuspect golds (suspect_golds view): {line or '(nothing yet)'}")
     folder = root / params.paths.published
     build = folder / "build.json"
     click.echo("\nPublished dataset")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
+from pipeline.annotate import gold_suspicion
 from pipeline.annotate.detectors import get_detectors
 from pipeline.annotate.flags import (
     HITS_SCHEMA,
@@ -109,6 +110,7 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
                    FILTER (WHERE v.thinking_closed IS NOT NULL) AS unfinished_thinking_rate
         FROM _v v JOIN rollouts r USING (problem_id, policy_id, sample_idx)
         GROUP BY ALL""")
+    gold_suspicion.prepare(con, samples="_v", threshold=config.gold_suspicion_threshold)  # -> _modal
     pairs = con.execute("SELECT DISTINCT n, n_correct FROM _groups ORDER BY ALL").fetchall()
     con.register("_lut_arrow", _lut(pairs, config))
     con.execute("CREATE OR REPLACE TEMP TABLE _lut AS SELECT * FROM _lut_arrow")
@@ -227,9 +229,11 @@ def difficulty_sql(ann: Annotation, *, hits: str) -> str:
                g.mean_thinking_chars, g.unfinished_thinking_rate,
                {flag_rates} AS flag_rates,
                CASE WHEN g.n_correct = 0 THEN NULL ELSE coalesce(f.flagged_correct, 0) / g.n_correct END AS flagged_correct_rate,
-               g.budget, g.stop_reason, g.prior_policy_id
+               g.budget, g.stop_reason, g.prior_policy_id,
+               md.modal_answer, md.modal_share, md.modal_is_gold, md.gold_suspicion, md.gold_suspect
         FROM _groups g JOIN _lut s USING (n, n_correct)
-        LEFT JOIN ({agg}) f USING (problem_id, policy_id)"""
+        LEFT JOIN ({agg}) f USING (problem_id, policy_id)
+        LEFT JOIN _modal md USING (problem_id, policy_id)"""
 
 
 def difficulty_batches(ann: Annotation, *, hits: str, batch_rows: int = 16_384) -> Iterator[pa.RecordBatch]:

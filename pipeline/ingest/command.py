@@ -28,3 +28,6 @@ def command(*, params, root, progress: bool) -> None:
     )
     for reason, n in sorted(result.reasons.items(), key=lambda kv: -kv[1]):
         click.echo(f"  reject {reason}: {n}")
+    for source, issues in result.gold_issues.items():  # the gold lint's findings, per source (docs/stages.md)
+        found = ", ".join(f"{name} {n}" for name, n in issues.items()) or "none"
+        click.echo(f"  gold issues {source}: {found}")

@@ -24,6 +24,7 @@ import pyarrow as pa
 from pipeline.config import IngestConfig, VerifyConfig, field_default
 from pipeline.gold import GoldError, boxed_gold, gsm8k_gold, json_gold
 from pipeline.ingest.fold import Fold
+from pipeline.ingest.gold_lint import lint_gold, unusable
 from pipeline.ingest.records import Limits, RawReject, RawRow
 from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.keys import normalize_question, problem_id
@@ -54,6 +55,8 @@ REASONS: dict[str, str] = {
     "ungradable_gold": "the verifier cannot grade answers against the gold within its bounds (verify.timeout_s, "
                        "verify.memory_mb): graded once against itself and against 0, it times out, errs or is not "
                        "equal to itself; every sample would end the same way",
+    "garbled_gold": "the gold lint found a defect that leaves no answer to grade (empty braces, unbalanced "
+                    "delimiters: pipeline/ingest/gold_lint.py), named in the detail",
     "solution_too_long": "the solution is longer than ingest.max_solution_chars",
     "field_too_long": "the id, subject or level is longer than ingest.max_field_chars, or the extra columns "
                       "(metadata, as JSON) longer than ingest.max_metadata_chars",
@@ -254,6 +257,9 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
     try:
         question = _question(rec, limits)
         gold, solution = _gold(rec, limits)
+        findings = lint_gold(gold, question=question)
+        if bad := unusable(findings):
+            raise _Reject("garbled_gold", "; ".join(f"{f.name}: {f.evidence}" for f in bad))
         subject, level, meta = _fields(rec, limits)
         difficulty = source_difficulty(rec.source_difficulty)
         measure = _capped(rec.source_difficulty_measure, "source_difficulty_measure", limits.max_field_chars,
@@ -265,7 +271,8 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
         return False, reject_row(rec, "bad_row", f"{type(exc).__name__}: {exc}")
     return True, {
         "problem_id": pid, "source": rec.source, "source_id": rec.source_id, "split": rec.split,
-        "question": question, "answer": gold, "solution": solution, "subject": subject, "level": level,
+        "question": question, "answer": gold, "gold_issues": [f.name for f in findings],
+        "solution": solution, "subject": subject, "level": level,
         "metadata": meta, "excerpt": _writable(rec.excerpt[:MAX_EXCERPT]),
         "source_difficulty": difficulty, "source_difficulty_measure": measure,
     }

@@ -40,14 +40,16 @@ FETCH_ROWS = 1_024
 SHARD_BYTES = 16 << 20
 MAX_GOLDS_SHOWN = 10
 
-_ROW_COLS = ("seq", "problem_id", "source", "source_id", "split", "question", "answer", "solution", "subject",
-             "level", "metadata", "excerpt", "source_difficulty", "source_difficulty_measure")
-_NARROW_COLS = ("seq", "problem_id", "source", "source_id", "answer", "excerpt")  # what DuckDB folds over
+_ROW_COLS = ("seq", "problem_id", "source", "source_id", "split", "question", "answer", "gold_issues", "solution",
+             "subject", "level", "metadata", "excerpt", "source_difficulty", "source_difficulty_measure")
+# what DuckDB folds over (and counts the gold lint's findings of the kept problems from)
+_NARROW_COLS = ("seq", "problem_id", "source", "source_id", "answer", "gold_issues", "excerpt")
 _REJECT_COLS = ("seq", "source", "source_id", "reason", "detail", "excerpt")
 _KEPT = "problem_id NOT IN (SELECT problem_id FROM conflicted)"
 
 
-_TYPES = {"seq": pa.int64(), "source_difficulty": pa.float64()}
+_TYPES = {"seq": pa.int64(), "source_difficulty": pa.float64(), "gold_issues": pa.list_(pa.string())}
+_SQL_TYPES = {"seq": "BIGINT", "gold_issues": "VARCHAR[]"}
 
 
 def _arrow_schema(cols: tuple[str, ...]) -> pa.Schema:
@@ -55,7 +57,8 @@ def _arrow_schema(cols: tuple[str, ...]) -> pa.Schema:
 
 
 def _ddl(table: str, cols: tuple[str, ...]) -> str:
-    return f"CREATE TABLE {table} ({', '.join(f'{c} BIGINT' if c == 'seq' else f'{c} VARCHAR' for c in cols)})"
+    columns = ", ".join(f"{c} {_SQL_TYPES.get(c, 'VARCHAR')}" for c in cols)
+    return f"CREATE TABLE {table} ({columns})"
 
 
 class Fold:
@@ -77,6 +80,7 @@ class Fold:
         self.read: Counter = Counter()
         self.read_rejects: Counter = Counter()
         self.reasons: Counter = Counter()
+        self.garbled: dict[str, Counter] = {}  # source -> unusable gold defect -> rows rejected for it
         self.summary: IngestSummary | None = None
 
     def __enter__(self) -> Fold:
@@ -95,6 +99,9 @@ class Fold:
         else:
             self.read_rejects[source] += 1
             self.reasons[row["reason"]] += 1
+            if row["reason"] == "garbled_gold":  # the detail is "check: evidence; check: evidence"
+                names = (part.split(":", 1)[0] for part in row["detail"].split("; "))
+                self.garbled.setdefault(source, Counter()).update(names)
         self._spool[ok].append(row)
         if len(self._spool[ok]) >= SPOOL_ROWS or self._spool_bytes >= SPOOL_BYTES:
             self._flush()
@@ -146,9 +153,10 @@ class Fold:
             rows_read=self.seq, problems=sum(c["problems"] for c in per_source.values()),
             rejects=sum(c["rejects"] for c in per_source.values()),
             duplicates=sum(c["duplicates"] for c in per_source.values()),
-            per_source=per_source, reasons=dict(reasons))
+            per_source=per_source, reasons=dict(reasons), gold_issues=self._gold_issue_counts())
         check_invariant(self.summary)
         return self.summary
+
     def _reject_ungradable(self) -> Counter:
         """Grade each distinct gold once; move the rows whose gold can never be graded to the rejects (in their
         input place). The count of such rows per source."""
@@ -173,6 +181,16 @@ class Fold:
                                           "ON r.answer = u.answer GROUP BY r.source").fetchall()))
         con.execute("DELETE FROM rows WHERE answer IN (SELECT answer FROM ungradable)")
         return counts
+
+    def _gold_issue_counts(self) -> dict[str, dict[str, int]]:
+        """Per source, each gold defect's count: over the kept problems, and (unusable defects) the rows rejected
+        as ``garbled_gold``; every source read appears, with an empty dict when its golds are clean."""
+        out: dict[str, Counter] = {s: Counter(self.garbled.get(s, {})) for s in self.read}
+        for src, issue, n in self.con.execute(
+                "SELECT r.source, i.issue, count(*) FROM rows r JOIN firsts f ON r.seq = f.seq, "
+                f"unnest(r.gold_issues) AS i(issue) WHERE r.{_KEPT} GROUP BY ALL").fetchall():
+            out[src][issue] += n
+        return {s: dict(sorted(c.items())) for s, c in sorted(out.items())}
 
     def _find_conflicts(self) -> None:
         """Compare each repeated problem's distinct golds with its first row's; write the conflicting ids."""

@@ -24,6 +24,8 @@ class IngestSummary:
     duplicates: int
     per_source: dict[str, dict[str, int]] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
+    # source -> gold lint defect -> problems with it (and rows rejected for an unusable one): pipeline/ingest/gold_lint.py
+    gold_issues: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def metrics(self) -> dict:
         return {
@@ -33,6 +35,7 @@ class IngestSummary:
             "duplicates": self.duplicates,
             "reject_reasons": dict(sorted(self.reasons.items())),
             "sources": self.per_source,
+            "gold_issues": self.gold_issues,
         }
 
 

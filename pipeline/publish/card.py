@@ -398,6 +398,7 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         *_bands(dataset, spec=spec),
         *_source_difficulty_section(dataset),
         *_flags(dataset),
+        *_suspect_golds(dataset),
         *_loading(dataset, repo=repo, files=files, exports=exports, private=private),
         *_trainer_exports(exports),
         *_columns(),
@@ -498,6 +499,30 @@ def _flags(dataset: Dataset) -> list[str]:
         "question (`19 + 20 = 39` where 4 bags of 10 are needed too). Training on it teaches the policy that the",
         "working does not matter; drop or down-weight items whose correct rollouts carry it.",
         "",
+    ]
+
+
+SUSPECTS_SHOWN = 10
+
+
+def _suspect_golds(dataset: Dataset) -> list[str]:
+    """The items whose answer key the primary policy's rollouts doubt (``gold_suspect``), and how to drop them."""
+    rows = [r for table in dataset.configs[DEFAULT_CONFIG].values()
+            for r in table.select(["problem_id", "answer", "pass_rate", "gold_suspicion", "gold_suspect"]).to_pylist()]
+    suspects = sorted((r for r in rows if r["gold_suspect"]), key=lambda r: (-r["gold_suspicion"], r["problem_id"]))
+    shown = [[f"`{r['problem_id']}`", r["answer"], r["pass_rate"], round(r["gold_suspicion"], 3)]
+             for r in suspects[:SUSPECTS_SHOWN]]
+    return [
+        "## Suspect answer keys",
+        "",
+        f"{len(suspects)} of {len(rows)} items are `gold_suspect`: the primary policy's rollouts agree on one answer",
+        "that is not the gold (`gold_suspicion`, the posterior probability that their majority answer is not the",
+        "gold, pooled over every policy that measured the item, at or above its threshold). Such an item may be",
+        "unsolved because its answer key is wrong, not because it is hard. A weak policy that makes the same",
+        "mistake every time scores as high, so check them before you trust it; to drop them:",
+        "`ds.filter(lambda r: not r[\"gold_suspect\"])`.",
+        "",
+        *([_table(["problem_id", "gold", "pass_rate", "gold_suspicion"], shown), ""] if shown else []),
     ]
 
 

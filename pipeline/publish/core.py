@@ -56,6 +56,8 @@ _MEASURED: list[tuple[str, pa.DataType, bool, str]] = [
     ("flag_rates", pa.list_(FLAG_RATE), False, "per shortcut/degeneracy flag, the share of rollouts it fired on"),
     _declared("difficulty", "flagged_correct_rate"),
     *[_declared("difficulty", c) for c in ("mean_thinking_chars", "unfinished_thinking_rate")],
+    # so a trainer can drop the items whose answer key the rollouts doubt (docs/tables.md#suspect-golds)
+    *[_declared("difficulty", c) for c in ("gold_suspicion", "gold_suspect")],
 ]
 
 POLICY_DIFFICULTY = pa.struct(

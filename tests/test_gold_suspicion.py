@@ -1,0 +1,131 @@
+"""Answer-key suspicion: the score, the modal answer per (problem, policy), and the injected-wrong-gold measurement
+(benchmarks/gold_suspicion.py) on a small case of fake-engine rollouts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.annotate.core import annotate_tables
+from pipeline.annotate.gold_suspicion import suspicion
+from pipeline.config import AnnotateConfig
+from pipeline.engines.fake import fake_completion
+from pipeline.engines.registry import Prompt
+from pipeline.keys import problem_id
+from pipeline.schema import schema
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def test_suspicion_grows_with_agreement_and_falls_with_the_gold() -> None:
+    assert suspicion(4, 8) == 0.5  # as many reach the gold (or other answers) as agree
+    assert suspicion(8, 8) > suspicion(7, 8) > suspicion(6, 8) > suspicion(4, 8) > suspicion(2, 8)
+    assert suspicion(12, 16) > suspicion(6, 8)  # a second policy with the same answer: higher
+    assert suspicion(6, 16) < suspicion(6, 8)  # a second policy that finds the gold: lower
+    assert suspicion(3, 3) > suspicion(1, 1)  # many agreeing rollouts, not one
+    with pytest.raises(ValueError, match="9"):
+        suspicion(9, 8)
+
+
+def _tables(rows: list[tuple[str, str, int, str, str | None]]):
+    """(question, policy, sample, status, extracted) rows -> verdicts, rollouts, problems."""
+    verdicts = [{"problem_id": problem_id(q), "policy_id": pol, "sample_idx": i, "verifier_id": "v", "status": st,
+                 "extracted": ex} for q, pol, i, st, ex in rows]
+    rollouts = [{"problem_id": problem_id(q), "policy_id": pol, "sample_idx": i, "seed": i, "completion": f"{ex}",
+                 "n_tokens": 5, "finish_reason": "stop"} for q, pol, i, _, ex in rows]
+    problems = [{"problem_id": problem_id(q), "source": "t", "source_id": q, "question": q, "answer": "1",
+                 "n_duplicates": 0} for q in {r[0] for r in rows}]
+    return (schema("verdicts").from_rows(verdicts), schema("rollouts").from_rows(rollouts),
+            schema("problems").from_rows(problems))
+
+
+def test_modal_answer_share_and_pooled_score() -> None:
+    rows = []
+    # wrong gold: A agrees on 6 (written two ways), B on 6 too; both policies' rows carry the pooled score
+    rows += [("q1", "A", i, "incorrect", ["6", "6.0 ", "6", "$6$"][i % 4]) for i in range(6)]
+    rows += [("q1", "A", 6 + i, "correct", "5") for i in range(2)]
+    rows += [("q1", "B", i, "incorrect", "6") for i in range(6)] + [("q1", "B", 6, "no_answer", None)]
+    # an item the policy solves: the gold's class is the mode, whatever the wrong answers are
+    rows += [("q2", "A", i, "correct", ["4", "4.0"][i % 2]) for i in range(5)]
+    rows += [("q2", "A", 5 + i, "incorrect", str(7 + i)) for i in range(3)]
+    # a tie goes to the gold
+    rows += [("q3", "A", i, "correct" if i < 2 else "incorrect", "9" if i < 2 else "8") for i in range(4)]
+    # no format-valid rollout: no modal answer, no score
+    rows += [("q4", "A", i, "no_answer", None) for i in range(3)]
+    # a weak policy wrong the same way every time, with a right gold: it scores as high as a wrong gold
+    rows += [("q5", "A", i, "incorrect", "1") for i in range(8)]
+    difficulty, _ = annotate_tables(*_tables(rows), config=AnnotateConfig(), verifier_id="v")
+    got = {(r["problem_id"], r["policy_id"]): r for r in difficulty.to_pylist()}
+    q1a, q1b = got[(problem_id("q1"), "A")], got[(problem_id("q1"), "B")]
+    assert (q1a["modal_answer"], q1a["modal_share"], q1a["modal_is_gold"]) == ("6", 0.75, False)
+    assert (q1b["modal_answer"], q1b["modal_share"]) == ("6", 1.0)
+    assert q1a["gold_suspicion"] == q1b["gold_suspicion"] == suspicion(12, 14) and q1a["gold_suspect"]
+    q2 = got[(problem_id("q2"), "A")]
+    assert (q2["modal_is_gold"], q2["modal_share"], q2["gold_suspicion"], q2["gold_suspect"]) == (True, 0.625, 0.0, False)
+    q3 = got[(problem_id("q3"), "A")]
+    assert q3["modal_is_gold"] and q3["modal_answer"] == "9" and q3["gold_suspicion"] == 0.0
+    q4 = got[(problem_id("q4"), "A")]
+    assert (q4["modal_answer"], q4["modal_share"], q4["gold_suspicion"], q4["gold_suspect"]) == (None, None, None, None)
+    assert got[(problem_id("q5"), "A")]["gold_suspicion"] == suspicion(8, 8) and got[(problem_id("q5"), "A")]["gold_suspect"]
+
+
+def _fake_run(n_items: int, k: int, correct_rate: float):
+    """Problems 'What is a + b?' and k fake-engine rollouts each (wrong answers scatter over 9 values)."""
+    problems, rollouts = [], []
+    for j in range(n_items):
+        a, b = 11 + 3 * j, 7 + 5 * j
+        q = f"What is {a} + {b}?"
+        pid = problem_id(q)
+        problems.append({"problem_id": pid, "source": "synthetic", "source_id": str(j), "question": q,
+                         "answer": str(a + b), "n_duplicates": 0})
+        for i in range(k):
+            text = fake_completion(Prompt(text=q), i, temperature=0.8, correct_rate=correct_rate)
+            rollouts.append({"problem_id": pid, "policy_id": "pol_fake", "sample_idx": i, "seed": i, "completion": text,
+                             "n_tokens": len(text.split()), "finish_reason": "stop"})
+    policies = [{"policy_id": "pol_fake", "name": "fake", "model": "fake", "revision": "0", "engine": "fake",
+                 "dtype": "float32", "temperature": 0.8, "top_p": 1.0, "top_k": -1, "max_tokens": 48, "stop": [],
+                 "prompt_template": "t", "prompt_version": "1", "prompt_digest": "d", "chat": False, "identity": "{}"}]
+    return (schema("problems").from_rows(problems), schema("rollouts").from_rows(rollouts),
+            schema("policies").from_rows(policies))
+
+
+def test_injected_wrong_golds_are_found(tmp_path: Path) -> None:
+    from gold_suspicion import measure
+
+    (f,) = measure(*_fake_run(40, 8, 0.85), workdir=tmp_path, draws=500)
+    assert f.eligible >= 30 and f.injected_per_draw == 2  # ceil(3 % of the eligible items)
+    assert f.tp + f.fn == 500 * 2
+    assert f.recall >= 0.8 and f.precision >= 0.9
+    assert f.false_alarm_all <= 0.05
+
+
+def test_published_rows_and_card_carry_the_suspects(tmp_path: Path) -> None:
+    """A wrong-looking gold in the tiny publish tables: its rows carry the score, the card lists it."""
+    import datasets
+    from click.testing import CliRunner
+    from publish_tables import make_repo
+
+    from pipeline.cli import cli
+    from pipeline.io import read_table, write_table
+
+    root = make_repo(tmp_path / "repo")
+    path = root / "data/difficulty/part-0.parquet"
+    rows = read_table(path.parent, name="difficulty").to_pylist()
+    for r in rows:  # "Tom reads 5 pages a day for 6 days" (gold 30): every rollout says 35
+        wrong = r["problem_id"] == "p_0000000000000007"
+        r.update(modal_answer="35" if wrong else None, modal_share=1.0 if wrong else None,
+                 modal_is_gold=not wrong, gold_suspicion=suspicion(8, 8) if wrong else 0.0, gold_suspect=wrong)
+    write_table(schema("difficulty").from_rows(rows), path, name="difficulty")
+    res = CliRunner().invoke(cli, ["publish", "--params", str(root / "params.yaml")], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    body = (root / "data/published/README.md").read_text()
+    section = body.split("## Suspect answer keys", 1)[1].split("\n## ", 1)[0]
+    assert "1 of 11 items are `gold_suspect`" in section
+    assert "| `p_0000000000000007` | 30 | 0.0 | 0.998 |" in section
+    ds = datasets.load_dataset(str(root / "data/published"), "default", split="train")
+    kept = ds.filter(lambda r: not r["gold_suspect"])
+    assert len(ds) - len(kept) == 1 and "p_0000000000000007" not in kept["problem_id"]
+    per_policy = {d["policy"]: d["gold_suspicion"] for d in ds[ds["problem_id"].index("p_0000000000000007")]["difficulty"]}
+    assert per_policy["smollm2-135m-3shot"] == suspicion(8, 8)
