@@ -4,6 +4,7 @@ analysis script's recorded digest."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import math
 import re
@@ -266,3 +267,15 @@ def test_the_signal_gate_steps_only_on_a_signal_and_stops(monkeypatch):
     before = plain_model.weight.detach().clone()
     group(plain_model, plain_opt, plain_sched, 0)
     assert not torch.equal(before, plain_model.weight)
+
+
+# --- the pre-registration's digest ---------------------------------------------------------------------------
+
+def test_the_preregistered_digest_matches_the_analysis_script():
+    text = (HERE / "PREREGISTRATION.md").read_text(encoding="utf-8")
+    recorded = dict(re.findall(r"`sha256:([0-9a-f]{64})`\s+`([\w./-]+)`", text))
+    assert recorded, "PREREGISTRATION.md records no sha256 digest"
+    for digest, path in recorded.items():
+        actual = hashlib.sha256((HERE / path).read_bytes()).hexdigest()
+        assert actual == digest, f"{path} changed after its pre-registration (sha256 {actual})"
+    assert "prereg_analysis.py" in recorded.values()
