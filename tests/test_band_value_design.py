@@ -125,6 +125,7 @@ def test_the_committed_runs_reanalysed(dp):
     assert lh["mann_whitney"] == pytest.approx(0.17, abs=5e-3)
     assert r["per_draw"][0]["learnable_minus_hard"] == pytest.approx(0.131, abs=5e-4)
     assert r["per_draw"][1]["learnable_minus_hard"] == pytest.approx(0.025, abs=5e-4)
+    assert r["sampling_share"] == pytest.approx(0.014, abs=5e-4)  # k samples an item: ~1 % of the variance
     assert r["ood"]["min_p_holm"] == pytest.approx(0.746, abs=5e-4) and r["ood"]["min_p"] > 0.09
     ci = r["online_vs_learnable"]["welch_ci90"]
     assert ci[0] == pytest.approx(-0.031, abs=5e-4) and ci[1] == pytest.approx(0.041, abs=5e-4)

@@ -50,10 +50,18 @@ def committed_runs(root: Path = HERE) -> list[dict]:
     ids = {s.name: [problem_id(i.question) for i in generate(SyntheticOptions(**s.options))]
            for s in params.ingest.sources if s.name in ("heldout", "ood")}
 
+    def table(folder: Path) -> dict[str, dict]:
+        return {r["problem_id"]: r for r in pq.read_table(folder / "difficulty", columns=["problem_id", "pass_rate", "n"])
+                .to_pylist()}
+
     def mean_rate(folder: Path, name: str = "heldout") -> float:
-        rows = {r["problem_id"]: r["pass_rate"] for r in
-                pq.read_table(folder / "difficulty", columns=["problem_id", "pass_rate"]).to_pylist()}
-        return float(np.mean([rows[p] for p in ids[name]]))
+        rows = table(folder)
+        return float(np.mean([rows[p]["pass_rate"] for p in ids[name]]))
+
+    def sampling_var(folder: Path) -> float:
+        """The variance of the run's held-out mean from sampling k completions an item (unbiased binomial)."""
+        rows = [table(folder)[p] for p in ids["heldout"]]
+        return sum(r["pass_rate"] * (1 - r["pass_rate"]) / max(r["n"] - 1, 1) for r in rows) / len(rows) ** 2
 
     base = mean_rate(root / "results" / "base")
     base_ood = mean_rate(root / "results" / "base", "ood")
@@ -65,6 +73,7 @@ def committed_runs(root: Path = HERE) -> list[dict]:
         log = json.loads((folder / "train_log.json").read_text(encoding="utf-8"))
         out.append({"arm": m.group(1), "draw": int(m.group(2)), "seed": int(m.group(3)),
                     "delta": mean_rate(folder) - base, "ood_delta": mean_rate(folder, "ood") - base_ood,
+                    "sampling_var": sampling_var(folder),
                     "seconds": log["seconds"],
                     "groups_with_signal": log.get("groups_with_signal")})
     return out
@@ -134,6 +143,8 @@ def reanalysis(runs: list[dict]) -> dict:
             "welch_ci90": pa.welch_interval(online, learn, 0.90),
             "welch_ci_bonferroni8": pa.welch_interval(online, learn, 1 - 2 * 0.05 / 8),
             "tost_p": {str(m): pa.tost(online, learn, m) for m in (0.02, 0.03, 0.04, 0.05, 0.078)}},
+        "sampling_share": sum(statistics.fmean(r["sampling_var"] for r in runs if r["arm"] == a) for a in ("learnable", "hard"))
+        / (statistics.variance(learn) + statistics.variance(hard)),
         "ood": {"mean_change": {a: statistics.fmean(v) for a, v in ood.items()},
                 "min_p": min(ood_p), "min_p_holm": min(holm(ood_p))},
     }
