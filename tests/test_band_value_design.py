@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import math
 import re
 import statistics
@@ -280,3 +281,95 @@ def test_the_preregistered_digest_matches_the_analysis_script():
         actual = hashlib.sha256((HERE / path).read_bytes()).hexdigest()
         assert actual == digest, f"{path} changed after its pre-registration (sha256 {actual})"
     assert "prereg_analysis.py" in recorded.values()
+
+
+# --- running the design, the fake engine standing in for vLLM and for training -----------------------------------
+
+def _prereg_project(tmp_path):
+    """prereg/params.yaml and the held-out set in tmp_path, the fake engine in place of vLLM."""
+    import shutil
+
+    import yaml
+
+    raw = yaml.safe_load((HERE / "prereg" / "params.yaml").read_text())
+    raw["paths"]["models"] = "data/models"
+    raw["policies"]["smollm2-135m-3shot"].update({"model": "fake-model", "revision": "r1", "engine": "fake"})
+    raw["rollout"]["engine_options"] = {"fake": {"correct_rate": 0.4}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    for name in ("heldout.jsonl", "ood.jsonl"):
+        shutil.copy(HERE / "prereg" / name, tmp_path / name)
+
+
+def test_the_design_draws_measures_and_analyses_runs(design, tmp_path, monkeypatch):
+    """ingest (the held-out set from its JSONL) -> every run's draw -> stand-in checkpoints -> measure base and
+    each run on the held-out set only -> the pre-registered analysis reads results/."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+    from pipeline.train import band_value as bv
+
+    _prereg_project(tmp_path)
+    res = CliRunner().invoke(cli, ["ingest", "--no-progress", "--params", str(tmp_path / "params.yaml")],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    cfg = {**design.load_design(), "runs": {"learnable": 2, "hard": 3}, "arm_size": 3}
+    bands = ["learnable"] * 6 + ["too_hard"] * 6 + ["unsolved"] * 4 + ["too_hard"] * 2
+    pool = [{"problem_id": f"p{i:02d}", "question": f"q{i}", "answer": "1", "band": b, "pass_rate": 0.5, "n": 8,
+             "n_correct": 4, "level": "L9" if i >= 16 else "L3"} for i, b in enumerate(bands)]
+    configs = {b: [r for r in pool if r["band"] == b] for b in ("learnable", "too_hard", "unsolved")}
+    configs["default"] = pool
+    assert design.write_run_arms(configs, cfg, root=tmp_path) == 5
+    runs = design.plan(cfg["runs"], first_run=cfg["first_run"])
+    drawn = {r["name"]: bv.read_arm(tmp_path / f"data/arms/d{r['run']}/{r['arm']}.jsonl") for r in runs}
+    assert all(len(v) == 3 for v in drawn.values())
+    assert all(x["level"] == "L3" for v in drawn.values() for x in v)  # L8-L9 never drawn
+    assert {x["band"] for r in runs if r["arm"] == "hard" for x in drawn[r["name"]]} <= {"too_hard", "unsolved"}
+    assert len({tuple(x["problem_id"] for x in v) for v in drawn.values()}) == 5  # a fresh draw a run
+    for i, r in enumerate(runs):  # stand-ins for trained checkpoints
+        d = tmp_path / "data/checkpoints" / r["name"]
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(r["name"].encode())
+        (d / "train_log.json").write_text(json.dumps({"log": [], "seconds": 1.0, "groups": 16, "groups_with_signal": i}))
+    for name in ["base", *(r["name"] for r in runs)]:
+        design.measure_run(name, root=tmp_path, design=cfg)
+    held = [json.loads(line)["question"] for line in (tmp_path / "heldout.jsonl").read_text().splitlines()]
+    import pyarrow.parquet as pq
+
+    measured = pq.read_table(tmp_path / "results" / runs[0]["name"] / "difficulty").num_rows
+    assert measured == len(held) == 122  # the held-out set only: the OOD set is not measured
+    pa_ = _load("prereg_analysis", monkeypatch)
+    res = pa_.analyse(pa_.run_means(tmp_path / "results"))
+    assert res["items"] == 122 and res["primary"]["runs"] == [2, 3] and 0 <= res["primary"]["p_one_sided"] <= 1
+
+
+def test_a_signal_gated_run_trains_with_the_gate(design, tmp_path, monkeypatch):
+    """The hard_signal arm's training gets the gate among its callbacks and the cap on groups as its steps; the
+    gate's counts land in the run's training log; other arms train as before."""
+    from pipeline.train import band_value as bv
+
+    _prereg_project(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    seen = []
+    monkeypatch.setattr(bv, "train_arm", lambda rows, *, callbacks=(), config=None, **kw: seen.append((callbacks, config)))
+
+    def fake_train(params, cfg, *, root, arm, draw, seed):  # band-value training's call of train_arm, recorded
+        bv.train_arm([], callbacks=["recorder"], config=cfg.grpo)
+        out = root / cfg.checkpoints_dir / bv.run_name(arm, draw, seed)
+        out.mkdir(parents=True)
+        (out / "train_log.json").write_text(json.dumps({"log": [], "seconds": 1.0}))
+
+    monkeypatch.setattr(bv, "train", fake_train)
+    cfg = design.load_design()
+    plan = design.plan(cfg["runs"], first_run=cfg["first_run"])
+    gated = next(r["name"] for r in plan if r["arm"] == "hard_signal")
+    plain = next(r["name"] for r in plan if r["arm"] == "hard")
+    stats = design.train_run(gated, root=tmp_path)
+    callbacks, grpo = seen[-1]
+    assert callbacks[0] == "recorder" and type(callbacks[1]).__name__ == "SignalGate" and callbacks[1].steps == 16
+    assert grpo.steps == 16 * cfg["max_groups_per_step"]
+    log = json.loads((tmp_path / "data/checkpoints" / gated / "train_log.json").read_text())
+    assert log["signal_gate"] == stats == {"steps_taken": 0, "groups_skipped": 0}
+    assert design.train_run(plain, root=tmp_path) is None
+    assert seen[-1][0] == ["recorder"] and seen[-1][1].steps == 16
+    with pytest.raises(ValueError, match="no run 'hard-d1-s1'"):
+        design.train_run("hard-d1-s1", root=tmp_path)

@@ -16,8 +16,19 @@
   generator parts and drops every item that shares a solution step with any pool item (and OOD items that
   repeat a held-out item's skill and operands).
 
+- **Running it.** ``arms`` writes every run's draw (``prereg/data/arms/d<run>/<arm>.jsonl``) from the band-value
+  experiment's published folder; ``train NAME`` trains one run with passband's band-value training
+  (:func:`pipeline.train.band_value.train`, the experiment's ``grpo`` block; a ``signal_gated`` arm with
+  :class:`signal_gate.SignalGate` and ``max_groups_per_step`` x its steps as the cap on groups);
+  ``measure NAME`` (or ``base``) measures it on the held-out set with ``prereg/params.yaml``, its tables and
+  training log into ``prereg/results/NAME``, which ``prereg_analysis.py`` reads. Run them from the repository
+  root with the experiment's pinned passband first on the path, one run at a time, in plan order.
+
     .venv/bin/python experiments/band_value/design.py sets    # writes prereg/heldout.jsonl, prereg/ood.jsonl
     .venv/bin/python experiments/band_value/design.py plan    # the runs in order, as JSON lines
+    PYTHONPATH=experiments/band_value/data/passband python experiments/band_value/design.py arms
+    PYTHONPATH=experiments/band_value/data/passband python experiments/band_value/design.py train hard-d100-s100
+    PYTHONPATH=experiments/band_value/data/passband python experiments/band_value/design.py measure hard-d100-s100
 """
 
 from __future__ import annotations
@@ -33,7 +44,8 @@ from typing import Any
 import yaml
 
 HERE = Path(__file__).resolve().parent
-DESIGN = HERE / "prereg" / "design.yaml"
+PREREG = HERE / "prereg"
+DESIGN = PREREG / "design.yaml"
 STEP = re.compile(r"(\d+) ([-+*]) (\d+) = (\d+)\.")
 DEFAULT = "default"  # the published config holding the whole pool
 
@@ -134,14 +146,129 @@ def load_design(path: Path = DESIGN) -> dict[str, Any]:
     return cfg
 
 
+def find_run(design: dict[str, Any], name: str) -> dict[str, Any]:
+    runs = {r["name"]: r for r in plan(design["runs"], first_run=design["first_run"])}
+    if name not in runs:
+        raise ValueError(f"no run {name!r} in the design; its runs: {', '.join(runs)}")
+    return runs[name]
+
+
+def run_config(design: dict[str, Any], run: dict[str, Any], *, experiment: Path = HERE / "band_value.yaml"):
+    """The band-value experiment config that trains and measures exactly this run: its arm (and configs), its
+    run number as the only draw and seed, the design's item count and held-out source, no OOD; the
+    experiment's ``grpo`` block, with ``max_groups_per_step`` x its steps for a signal-gated arm (the cap on
+    groups drawn; the gate stops at the steps)."""
+    from pipeline.config import parse_options
+    from pipeline.train.band_value import ExperimentConfig
+
+    raw = yaml.safe_load(experiment.read_text(encoding="utf-8"))
+    arm, r = run["arm"], run["run"]
+    raw.update({"arms": {arm: design["arms"][arm]}, "online_arms": [], "arm_size": design["arm_size"],
+                "draws": [r], "seeds": [r], "heldout_source": design["heldout_source"], "ood_source": None})
+    if arm in design.get("signal_gated", []):
+        raw["grpo"] = {**raw["grpo"], "steps": raw["grpo"]["steps"] * design["max_groups_per_step"]}
+    return parse_options(ExperimentConfig, raw, where=f"{experiment} for run {run['name']}")
+
+
+def write_run_arms(configs: dict[str, list[dict[str, Any]]], design: dict[str, Any], *, root: Path = PREREG) -> int:
+    """Every run's draw into ``<root>/<arms_dir>/d<run>/<arm>.jsonl``, as the band-value training reads it."""
+    from pipeline.io import atomic_write_text
+    from pipeline.train.band_value import arm_path
+
+    runs = plan(design["runs"], first_run=design["first_run"])
+    for run in runs:
+        rows = draw(configs, design["arms"][run["arm"]], size=design["arm_size"], seed=run["item_seed"],
+                    levels=design.get("levels"))
+        cfg = run_config(design, run)
+        atomic_write_text(arm_path(cfg, root=root, arm=run["arm"], draw=run["run"]),
+                          "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    return len(runs)
+
+
+def load_published(folder: Path, names: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """The published configs' train splits as a user loads them (``datasets.load_dataset``), with a fresh
+    datasets cache (a cached copy of another publish could be handed back)."""
+    import tempfile
+
+    import datasets
+
+    datasets.disable_progress_bars()
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="passband-prereg-") as cache:
+        for name in sorted(set(names)):
+            ds = datasets.load_dataset(str(folder), name, split="train", cache_dir=cache, keep_in_memory=True)
+            out[name] = [{k: r[k] for k in ("problem_id", "question", "answer", "band", "pass_rate", "level", "n",
+                                            "n_correct")} for r in ds]
+    return out
+
+
+def train_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None = None) -> dict[str, int] | None:
+    """Train one run with passband's band-value training; a signal-gated arm's training gets the gate as a
+    callback, and its counts go to the run's training log. Returns the gate's counts (None: not gated)."""
+    from pipeline.config import load_params
+    from pipeline.io import atomic_write_text
+    from pipeline.train import band_value as bv
+
+    design = design or load_design()
+    run = find_run(design, name)
+    cfg = run_config(design, run)
+    params = load_params(root / "params.yaml")
+    if run["arm"] not in design.get("signal_gated", []):
+        bv.train(params, cfg, root=root, arm=run["arm"], draw=run["run"], seed=run["grpo_seed"])
+        return None
+    from signal_gate import SignalGate
+
+    gate = SignalGate(cfg.grpo.steps // design["max_groups_per_step"])
+    plain = bv.train_arm
+
+    def gated(rows: Any, *, callbacks: Iterable[Any] = (), **kwargs: Any) -> Any:
+        return plain(rows, callbacks=[*callbacks, gate], **kwargs)
+
+    bv.train_arm = gated  # band-value training calls its module's train_arm: the gate joins its callbacks
+    try:
+        bv.train(params, cfg, root=root, arm=run["arm"], draw=run["run"], seed=run["grpo_seed"])
+    finally:
+        bv.train_arm = plain
+    log_path = root / cfg.checkpoints_dir / name / "train_log.json"
+    log = json.loads(log_path.read_text(encoding="utf-8"))
+    log["signal_gate"] = gate.stats
+    atomic_write_text(log_path, json.dumps(log, indent=1))
+    return gate.stats
+
+
+def measure_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None = None) -> Path:
+    """Measure the base policy (``base``) or one run's checkpoint on the held-out set: ``<root>/results/<name>``."""
+    from pipeline.config import load_params
+    from pipeline.train import band_value as bv
+
+    design = design or load_design()
+    runs = plan(design["runs"], first_run=design["first_run"])
+    run = runs[0] if name == bv.BASE else find_run(design, name)
+    return bv.measure(load_params(root / "params.yaml"), run_config(design, run), root=root, name=name)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["sets", "plan"])
+    ap.add_argument("what", choices=["sets", "plan", "arms", "train", "measure"])
+    ap.add_argument("name", nargs="?", help="train, measure: the run (as `plan` names it); measure: or base")
     args = ap.parse_args()
+    if args.what in ("train", "measure") and not args.name:
+        raise SystemExit(f"design.py {args.what}: name the run (design.py plan lists them)")
     if args.what == "plan":
         cfg = load_design()
         for r in plan(cfg["runs"], first_run=cfg["first_run"]):
             print(json.dumps(r))
+        return
+    if args.what == "arms":
+        cfg = load_design()
+        configs = load_published(HERE / "data" / "published", [c for cs in cfg["arms"].values() for c in cs])
+        print(f"{write_run_arms(configs, cfg)} runs' items written under {PREREG / 'data' / 'arms'}")
+        return
+    if args.what == "train":
+        print(json.dumps({"run": args.name, "signal_gate": train_run(args.name)}))
+        return
+    if args.what == "measure":
+        print(measure_run(args.name))
         return
     sets = design_sets()
     for name in ("heldout", "ood"):
