@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run the pre-registered design (../PREREGISTRATION.md) one run at a time, in plan order (`design.py plan`: every
+# prefix keeps the arms' ratio), on the band-value experiment's pinned passband: the pool's published folder and
+# the pin from ../dvc.yaml, the held-out set ingested and the base policy measured once, every run's draw
+# written, then each run trained and at once measured. A run whose results/ git holds is skipped, so the design
+# goes on across sessions; commit results/<run> as each finishes. Never beside a timing benchmark or another run.
+# Nothing here analyses: prereg_analysis.py runs once, after the last run (the stopping rule).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+exp="$(dirname "$here")"
+cd "$exp/../.."
+dvc repro "$exp/dvc.yaml:pin" "$exp/dvc.yaml:publish"
+export PYTHONPATH="$exp/data/passband"
+design() { python "$exp/design.py" "$@"; }
+kept() { [ -n "$(git ls-files -- "$here/results/$1")" ]; }
+passband ingest --params "$here/params.yaml" --no-progress
+kept base || design measure base
+design arms
+read -r -a order < <(design plan | python -c 'import json, sys; print(" ".join(json.loads(l)["name"] for l in sys.stdin))')
+for name in "${order[@]}"; do
+  if kept "$name"; then
+    continue
+  fi
+  design train "$name"
+  design measure "$name"
+  echo "run_in_order: $name measured: commit $here/results/$name"
+done

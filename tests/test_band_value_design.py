@@ -1,0 +1,375 @@
+"""The pre-registered band-value design (experiments/band_value): its tests on known cases, the power simulation,
+the run plan and draws, the held-out set's disjointness from the pool across skills, the signal gate, and the
+analysis script's recorded digest."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent.parent / "experiments" / "band_value"
+
+
+def _load(name: str, monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE))
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def pa(monkeypatch):
+    return _load("prereg_analysis", monkeypatch)
+
+
+@pytest.fixture
+def dp(monkeypatch):
+    return _load("design_power", monkeypatch)
+
+
+@pytest.fixture
+def design(monkeypatch):
+    return _load("design", monkeypatch)
+
+
+# --- the tests the analysis uses ----------------------------------------------------------------------
+
+def test_student_t_tail_and_quantile_on_table_values(pa):
+    assert pa.t_sf(2.228, 10) == pytest.approx(0.025, abs=2e-4)  # the t table's 97.5 % point at 10 df
+    assert pa.t_sf(1.645, 1e6) == pytest.approx(0.05, abs=2e-4)  # the normal limit
+    assert pa.t_sf(-2.228, 10) == pytest.approx(0.975, abs=2e-4)
+    assert pa.t_ppf(0.95, 20) == pytest.approx(1.725, abs=1e-3)
+
+
+def test_welch_by_hand(pa):
+    a, b = [1.0, 2.0, 3.0, 4.0], [2.0, 2.5, 3.0]
+    va, vb = statistics.variance(a) / 4, statistics.variance(b) / 3
+    t, df, se = pa.welch(a, b)
+    assert se == pytest.approx(math.sqrt(va + vb))
+    assert t == pytest.approx((2.5 - 2.5) / se)
+    assert df == pytest.approx((va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2))
+    with pytest.raises(ValueError, match="zero spread"):
+        pa.welch([1.0, 1.0], [2.0, 2.0])
+
+
+def test_welch_permutation_test_direction_and_agreement_with_welch(pa):
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.1, 0.03, 16), rng.normal(0.0, 0.12, 56)
+    p = pa.welch_permutation_p(a, b, resamples=20_000)
+    assert p < 0.01 and pa.welch_permutation_p(b, a, resamples=20_000) > 0.99  # one-sided: the direction matters
+    same_a, same_b = rng.normal(0, 0.03, 16), rng.normal(0, 0.12, 56)
+    assert pa.welch_permutation_p(same_a, same_b, resamples=20_000) == pytest.approx(
+        pa.welch_p(same_a, same_b), abs=0.03)  # large samples: the permutation and t distributions agree
+    with pytest.raises(ValueError, match=">= 2 runs"):
+        pa.welch_permutation_p([1.0], [1.0, 2.0])
+
+
+def test_holm_and_tost(pa):
+    assert pa.holm([0.01, 0.04]) == [0.02, 0.04]
+    assert pa.holm([0.04, 0.01]) == [0.04, 0.02]
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0, 0.01, 30), rng.normal(0, 0.01, 30)
+    assert pa.tost(a, b, 0.05) < 0.001  # equal arms, tight: equivalent within a wide margin
+    assert pa.tost(a, b, 0.001) > 0.2  # not within a margin narrower than the noise
+    lo, hi = pa.welch_interval(a, b, 0.90)
+    d = float(np.mean(a) - np.mean(b))
+    margin = max(abs(lo), abs(hi)) + 1e-9  # TOST at alpha 0.05 rejects exactly when the 90 % interval fits
+    assert pa.tost(a, b, margin) == pytest.approx(0.05, abs=1e-6) and lo < d < hi
+
+
+def test_the_analysis_over_made_up_results(pa, tmp_path):
+    import pyarrow as pa_
+    import pyarrow.parquet as pq
+
+    def write(name, rates):
+        (tmp_path / name / "difficulty").mkdir(parents=True)
+        pq.write_table(pa_.Table.from_pylist([{"problem_id": f"p{i}", "pass_rate": r} for i, r in enumerate(rates)]),
+                       tmp_path / name / "difficulty" / "part-0.parquet")
+
+    write("base", [0.2, 0.4])
+    for r, shift in enumerate([0.20, 0.22, 0.24, 0.21]):
+        write(f"learnable-d{r}-s{r}", [0.2 + shift, 0.4 + shift])
+    for r, shift in enumerate([0.0, -0.1, 0.1, 0.02, -0.05, 0.03], start=10):
+        write(f"hard-d{r}-s{r}", [0.2 + shift, 0.4 + shift])
+    res = pa.analyse(pa.run_means(tmp_path))
+    assert res["items"] == 2 and res["base"] == pytest.approx(0.3)
+    assert res["arms"]["learnable"]["mean_change"] == pytest.approx(0.2175)
+    assert res["primary"]["contrast"] == "learnable > hard" and res["primary"]["runs"] == [4, 6]
+    assert res["primary"]["diff"] == pytest.approx(0.2175)
+    assert res["primary"]["p_one_sided"] < 0.05 and res["primary"]["decided"]
+    assert "secondary" not in res  # no random or hard_signal runs: nothing to correct
+    write("stray", [0.1, 0.1])
+    with pytest.raises(SystemExit, match="not a run of the design"):
+        pa.run_means(tmp_path)
+
+
+# --- the committed runs' re-analysis and the power simulation ------------------------------------------------
+
+def test_the_committed_runs_reanalysed(dp):
+    """The figures the write-up quotes, from results/ as committed."""
+    runs = dp.committed_runs()
+    assert len(runs) == 50
+    r = dp.reanalysis(runs)
+    lh = r["learnable_vs_hard_two_sided"]
+    assert lh["diff"] == pytest.approx(0.078, abs=5e-4)
+    assert lh["mean_difference_permutation"] == pytest.approx(0.045, abs=5e-4)
+    assert lh["welch_t"] == pytest.approx(0.060, abs=5e-4)
+    assert lh["mann_whitney"] == pytest.approx(0.17, abs=5e-3)
+    assert r["per_draw"][0]["learnable_minus_hard"] == pytest.approx(0.131, abs=5e-4)
+    assert r["per_draw"][1]["learnable_minus_hard"] == pytest.approx(0.025, abs=5e-4)
+    assert r["sampling_share"] == pytest.approx(0.014, abs=5e-4)  # k samples an item: ~1 % of the variance
+    assert r["ood"]["min_p_holm"] == pytest.approx(0.746, abs=5e-4) and r["ood"]["min_p"] > 0.09
+    ci = r["online_vs_learnable"]["welch_ci90"]
+    assert ci[0] == pytest.approx(-0.031, abs=5e-4) and ci[1] == pytest.approx(0.041, abs=5e-4)
+
+
+def test_variance_components_recover_a_planted_draw_effect(dp):
+    rng = np.random.default_rng(1)
+    runs = [{"arm": "x", "draw": d, "seed": s, "delta": m + rng.normal(0, 0.02)}
+            for d, m in enumerate(rng.normal(0, 0.1, 400)) for s in range(5)]
+    c = dp.components(runs, "x")
+    assert c["sd_within"] == pytest.approx(0.02, rel=0.05)
+    assert c["sd_between"] == pytest.approx(0.1, rel=0.1)
+    assert c["sd_fresh"] == pytest.approx(math.hypot(0.1, 0.02), rel=0.1)
+
+
+def test_simulated_power_matches_the_textbook_case(dp):
+    """Normal runs, sd 0.1 both arms, 20 a side, true difference 0.08: one-sided 0.05 power is about
+    Phi(0.08 / (0.1 sqrt(2/20)) - 1.645) = 0.81 (a little less for Welch's t); no difference: the level."""
+    comp = {"sd_fresh": 0.1}
+    expect = statistics.NormalDist().cdf(0.08 / (0.1 * math.sqrt(0.1)) - 1.645)
+    assert dp.power(comp, comp, 20, 20, 0.08, model="normal", sims=2000) == pytest.approx(expect, abs=0.04)
+    assert dp.power(comp, comp, 20, 20, 0.0, model="normal", sims=2000) == pytest.approx(0.05, abs=0.02)
+    assert dp.neyman(72, 0.03, 0.12) == (14, 58)
+
+
+# --- the design: held-out sets, runs, draws -----------------------------------------------------------
+
+def test_solution_steps_and_a_shared_step(design):
+    assert design.steps("38 + 47 = 85. 85 - 9 = 76. The answer is \\boxed{76}.") == {("+", 38, 47), ("-", 85, 9)}
+    assert design.steps("47 + 38 = 85.") == design.steps("38 + 47 = 85.")  # + and * commute
+    assert design.steps("9 - 3 = 6.") != design.steps("3 - 9 = -6.")
+
+    class It:
+        def __init__(self, solution):
+            self.solution = solution
+
+    pool = [It("Tom: 38 + 47 = 85. 85 - 9 = 76.")]
+    held = [It("47 + 38 = 85."), It("38 + 48 = 86.")]
+    assert design.shares_a_step(held, pool) == [held[0]]
+
+
+def test_the_committed_sets_share_steps_and_the_designs_do_not(design):
+    """The caveat's counts (14 of 126 held-out, 5 of 56 OOD items compute a step of some pool item; 22 OOD items
+    repeat a held-out skill and operands), and the design's sets, as committed in prereg/, free of both."""
+    from pipeline.config import load_params
+    from pipeline.ingest.synthetic import SyntheticOptions, generate, operands_of, template_of
+    from pipeline.keys import problem_id
+
+    params = load_params(HERE / "params.yaml")
+    old = {s.name: list(generate(SyntheticOptions(**s.options))) for s in params.ingest.sources}
+    assert (len(design.shares_a_step(old["heldout"], old["pool"])), len(old["heldout"])) == (14, 126)
+    assert (len(design.shares_a_step(old["ood"], old["pool"])), len(old["ood"])) == (5, 56)
+    key = lambda i: (i.skill, tuple(sorted(operands_of(i))))  # noqa: E731
+    assert sum(key(i) in {key(h) for h in old["heldout"]} for i in old["ood"]) == 22
+
+    new = design.design_sets()
+    assert new["pool"] == old["pool"]
+    for name in ("heldout", "ood"):
+        assert not design.shares_a_step(new[name], new["pool"]), name
+        assert not {template_of(i) for i in new[name]} & {template_of(i) for i in new["pool"]}
+        assert not {problem_id(i.question) for i in new[name]} & {problem_id(i.question) for i in new["pool"]}
+        committed = (HERE / "prereg" / f"{name}.jsonl").read_text(encoding="utf-8")
+        assert committed == design.jsonl(new[name]), f"prereg/{name}.jsonl is stale: run design.py sets"
+    assert not {key(i) for i in new["ood"]} & {key(i) for i in new["heldout"]}
+    assert len(new["heldout"]) >= 120  # L2's test half holds 18 products, 14 of them free of pool steps
+
+
+def test_the_plan_keeps_the_arms_ratio_in_every_prefix(design):
+    cfg = design.load_design()
+    runs = cfg["runs"]
+    plan = design.plan(runs, first_run=cfg["first_run"])
+    assert len(plan) == sum(runs.values())
+    assert {a: sum(r["arm"] == a for r in plan) for a in runs} == runs
+    assert len({r["item_seed"] for r in plan}) == len(plan)  # every run its own draw
+    assert all(re.fullmatch(rf"{r['arm']}-d{r['run']}-s{r['run']}", r["name"]) for r in plan)
+    total = len(plan)
+    for k in range(1, total + 1):
+        for arm, n in runs.items():
+            assert abs(sum(r["arm"] == arm for r in plan[:k]) - n * k / total) <= 1, (k, arm)
+
+
+def test_a_runs_draw_is_fresh_seeded_and_order_free(design):
+    rows = [{"problem_id": f"p{i:02d}", "band": "too_hard", "level": "L8" if i >= 36 else "L5"} for i in range(40)]
+    configs = {"too_hard": rows[:25], "unsolved": rows[25:]}
+    a = design.draw(configs, ["too_hard", "unsolved"], size=16, seed=100)
+    assert len({r["problem_id"] for r in a}) == 16
+    assert a == design.draw({"too_hard": rows[:25][::-1], "unsolved": rows[25:]}, ["too_hard", "unsolved"], size=16,
+                            seed=100)
+    assert a != design.draw(configs, ["too_hard", "unsolved"], size=16, seed=101)
+    with pytest.raises(ValueError, match="hold 40 items"):
+        design.draw(configs, ["too_hard", "unsolved"], size=41, seed=0)
+    some = design.draw(configs, ["too_hard", "unsolved"], size=36, seed=0, levels=["L5"])
+    assert {r["level"] for r in some} == {"L5"}
+    with pytest.raises(ValueError, match="hold 36 items of"):
+        design.draw(configs, ["too_hard", "unsolved"], size=37, seed=0, levels=["L5"])
+
+
+# --- the signal gate -----------------------------------------------------------------------------------
+
+def test_the_signal_gate_steps_only_on_a_signal_and_stops(monkeypatch):
+    """A tiny model through the gated AdamW and linear schedule: groups without a signal (zero gradient) leave the
+    weights and the schedule alone, where plain AdamW's momentum moves the weights; the gate stops after its steps."""
+    import torch
+    from transformers import TrainerControl, get_linear_schedule_with_warmup
+
+    gate_mod = _load("signal_gate", monkeypatch)
+
+    def setup():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.0)
+        return model, opt, get_linear_schedule_with_warmup(opt, 0, 100)
+
+    def group(model, opt, sched, signal):
+        opt.zero_grad()
+        (float(signal) * model(torch.ones(1, 3)).pow(2).sum()).backward()
+        opt.step()
+        sched.step()
+
+    model, opt, sched = setup()
+    gate = gate_mod.SignalGate(steps=3)
+    gate.install(opt, sched)
+    control = TrainerControl()
+    weights, lrs, stopped_at = [], [], None
+    for i, signal in enumerate([1, 0, 0, 1, 0, 1, 1]):
+        group(model, opt, sched, signal)
+        weights.append(model.weight.detach().clone())
+        lrs.append(opt.param_groups[0]["lr"])
+        if gate.on_step_end(None, None, control).should_training_stop:
+            stopped_at = i
+            break
+    assert torch.equal(weights[0], weights[1]) and torch.equal(weights[1], weights[2])  # skipped: no move
+    assert not torch.equal(weights[2], weights[3])
+    assert stopped_at == 5 and gate.stats == {"steps_taken": 3, "groups_skipped": 3}
+    # the schedule decays over the 3 taken steps, not the trainer's 100: 0.1 * (3 - taken) / 3
+    assert lrs == pytest.approx([0.1 * 2 / 3, 0.1 * 2 / 3, 0.1 * 2 / 3, 0.1 / 3, 0.1 / 3, 0.0])
+
+    plain_model, plain_opt, plain_sched = setup()  # the ungated optimizer moves on a zero gradient
+    group(plain_model, plain_opt, plain_sched, 1)
+    before = plain_model.weight.detach().clone()
+    group(plain_model, plain_opt, plain_sched, 0)
+    assert not torch.equal(before, plain_model.weight)
+
+
+# --- the pre-registration's digest ---------------------------------------------------------------------------
+
+def test_the_preregistered_digest_matches_the_analysis_script():
+    text = (HERE / "PREREGISTRATION.md").read_text(encoding="utf-8")
+    recorded = dict(re.findall(r"`sha256:([0-9a-f]{64})`\s+`([\w./-]+)`", text))
+    assert recorded, "PREREGISTRATION.md records no sha256 digest"
+    for digest, path in recorded.items():
+        actual = hashlib.sha256((HERE / path).read_bytes()).hexdigest()
+        assert actual == digest, f"{path} changed after its pre-registration (sha256 {actual})"
+    assert "prereg_analysis.py" in recorded.values()
+
+
+# --- running the design, the fake engine standing in for vLLM and for training -----------------------------------
+
+def _prereg_project(tmp_path):
+    """prereg/params.yaml and the held-out set in tmp_path, the fake engine in place of vLLM."""
+    import shutil
+
+    import yaml
+
+    raw = yaml.safe_load((HERE / "prereg" / "params.yaml").read_text())
+    raw["paths"]["models"] = "data/models"
+    raw["policies"]["smollm2-135m-3shot"].update({"model": "fake-model", "revision": "r1", "engine": "fake"})
+    raw["rollout"]["engine_options"] = {"fake": {"correct_rate": 0.4}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    for name in ("heldout.jsonl", "ood.jsonl"):
+        shutil.copy(HERE / "prereg" / name, tmp_path / name)
+
+
+def test_the_design_draws_measures_and_analyses_runs(design, tmp_path, monkeypatch):
+    """ingest (the held-out set from its JSONL) -> every run's draw -> stand-in checkpoints -> measure base and
+    each run on the held-out set only -> the pre-registered analysis reads results/."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+    from pipeline.train import band_value as bv
+
+    _prereg_project(tmp_path)
+    res = CliRunner().invoke(cli, ["ingest", "--no-progress", "--params", str(tmp_path / "params.yaml")],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    cfg = {**design.load_design(), "runs": {"learnable": 2, "hard": 3}, "arm_size": 3}
+    bands = ["learnable"] * 6 + ["too_hard"] * 6 + ["unsolved"] * 4 + ["too_hard"] * 2
+    pool = [{"problem_id": f"p{i:02d}", "question": f"q{i}", "answer": "1", "band": b, "pass_rate": 0.5, "n": 8,
+             "n_correct": 4, "level": "L9" if i >= 16 else "L3"} for i, b in enumerate(bands)]
+    configs = {b: [r for r in pool if r["band"] == b] for b in ("learnable", "too_hard", "unsolved")}
+    configs["default"] = pool
+    assert design.write_run_arms(configs, cfg, root=tmp_path) == 5
+    runs = design.plan(cfg["runs"], first_run=cfg["first_run"])
+    drawn = {r["name"]: bv.read_arm(tmp_path / f"data/arms/d{r['run']}/{r['arm']}.jsonl") for r in runs}
+    assert all(len(v) == 3 for v in drawn.values())
+    assert all(x["level"] == "L3" for v in drawn.values() for x in v)  # L8-L9 never drawn
+    assert {x["band"] for r in runs if r["arm"] == "hard" for x in drawn[r["name"]]} <= {"too_hard", "unsolved"}
+    assert len({tuple(x["problem_id"] for x in v) for v in drawn.values()}) == 5  # a fresh draw a run
+    for i, r in enumerate(runs):  # stand-ins for trained checkpoints
+        d = tmp_path / "data/checkpoints" / r["name"]
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(r["name"].encode())
+        (d / "train_log.json").write_text(json.dumps({"log": [], "seconds": 1.0, "groups": 16, "groups_with_signal": i}))
+    for name in ["base", *(r["name"] for r in runs)]:
+        design.measure_run(name, root=tmp_path, design=cfg)
+    held = [json.loads(line)["question"] for line in (tmp_path / "heldout.jsonl").read_text().splitlines()]
+    import pyarrow.parquet as pq
+
+    measured = pq.read_table(tmp_path / "results" / runs[0]["name"] / "difficulty").num_rows
+    assert measured == len(held) == 122  # the held-out set only: the OOD set is not measured
+    pa_ = _load("prereg_analysis", monkeypatch)
+    res = pa_.analyse(pa_.run_means(tmp_path / "results"))
+    assert res["items"] == 122 and res["primary"]["runs"] == [2, 3] and 0 <= res["primary"]["p_one_sided"] <= 1
+
+
+def test_a_signal_gated_run_trains_with_the_gate(design, tmp_path, monkeypatch):
+    """The hard_signal arm's training gets the gate among its callbacks and the cap on groups as its steps; the
+    gate's counts land in the run's training log; other arms train as before."""
+    from pipeline.train import band_value as bv
+
+    _prereg_project(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    seen = []
+    monkeypatch.setattr(bv, "train_arm", lambda rows, *, callbacks=(), config=None, **kw: seen.append((callbacks, config)))
+
+    def fake_train(params, cfg, *, root, arm, draw, seed):  # band-value training's call of train_arm, recorded
+        bv.train_arm([], callbacks=["recorder"], config=cfg.grpo)
+        out = root / cfg.checkpoints_dir / bv.run_name(arm, draw, seed)
+        out.mkdir(parents=True)
+        (out / "train_log.json").write_text(json.dumps({"log": [], "seconds": 1.0}))
+
+    monkeypatch.setattr(bv, "train", fake_train)
+    cfg = design.load_design()
+    plan = design.plan(cfg["runs"], first_run=cfg["first_run"])
+    gated = next(r["name"] for r in plan if r["arm"] == "hard_signal")
+    plain = next(r["name"] for r in plan if r["arm"] == "hard")
+    stats = design.train_run(gated, root=tmp_path)
+    callbacks, grpo = seen[-1]
+    assert callbacks[0] == "recorder" and type(callbacks[1]).__name__ == "SignalGate" and callbacks[1].steps == 16
+    assert grpo.steps == 16 * cfg["max_groups_per_step"]
+    log = json.loads((tmp_path / "data/checkpoints" / gated / "train_log.json").read_text())
+    assert log["signal_gate"] == stats == {"steps_taken": 0, "groups_skipped": 0}
+    assert design.train_run(plain, root=tmp_path) is None
+    assert seen[-1][0] == ["recorder"] and seen[-1][1].steps == 16
+    with pytest.raises(ValueError, match="no run 'hard-d1-s1'"):
+        design.train_run("hard-d1-s1", root=tmp_path)
