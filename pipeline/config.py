@@ -343,6 +343,10 @@ class PublishConfig(Model):
     exports: list[str] = Field(default_factory=lambda: ["default", band_names.LEARNABLE],
                                description="configs exported per trainer")
     shard_rows: int = Field(100_000, gt=0, description="rows per Parquet shard")
+    rollouts: bool = Field(True, description="add the `rollouts` config: every published item's completions per "
+                                             "policy, with verdicts, extracted answers and flags")
+    max_rollouts_per_item: int = Field(16, gt=0, description="rollouts config: at most this many completions per "
+                                                             "item and policy (the first ones counted in its pass rate)")
     options: dict[str, Any] = Field(default_factory=dict, description="not read by publish today (reserved)")
 
 
