@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from publish_tables import K, MAIN, OTHER_ID, OTHER_MEASURED, PRIMARY_ID, REFORM, VERIFIER
+from publish_tables import MAIN, OTHER_ID, OTHER_MEASURED, PRIMARY_ID, REFORM, VERIFIER, K
 
 from pipeline.io import write_table
 from pipeline.schema import schema
