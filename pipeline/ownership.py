@@ -10,6 +10,7 @@ kind                proof
 ==================  ==================================================================================
 table folder        the marker file ``.passband-table`` naming the table (written by ``replace_dir``)
 published folder    its ``build.json``, a JSON object with ``passband_version`` (written by publish)
+report folder       its ``report.json``, a JSON object with ``passband_version`` (written by report)
 model folder        its ``passband_model.json`` (written by ``prepare-model``)
 GRPO checkpoint     its ``train_log.json``, a JSON object with ``config`` and ``log`` (written by training)
 ==================  ==================================================================================
@@ -60,6 +61,12 @@ def published_proof(folder: Path) -> bool:
     return data is not None and "passband_version" in data
 
 
+def report_proof(folder: Path) -> bool:
+    """The folder holds the ``report.json`` ``passband report`` writes (a JSON object with ``passband_version``)."""
+    data = _json_object(Path(folder) / "report.json")
+    return data is not None and "passband_version" in data
+
+
 def model_proof(folder: Path) -> bool:
     """The folder holds the ``passband_model.json`` ``prepare-model`` writes (with ``model_id`` and ``revision``)."""
     data = _json_object(Path(folder) / "passband_model.json")
@@ -107,7 +114,7 @@ def check_target(target: str | Path, *, owned: Callable[[Path], bool], what: str
 
 
 def _proof_name(owned: Callable[[Path], bool]) -> str:
-    return {published_proof: "build.json", model_proof: "passband_model.json",
+    return {published_proof: "build.json", report_proof: "report.json", model_proof: "passband_model.json",
             checkpoint_proof: "train_log.json"}.get(owned, "passband marker")
 
 
@@ -123,4 +130,4 @@ def remove_tree(path: str | Path) -> None:
 
 
 __all__ = ["TABLE_MARKER", "NotOwnedError", "check_target", "checkpoint_proof", "model_proof", "published_proof",
-           "remove_tree"]
+           "remove_tree", "report_proof"]
