@@ -115,7 +115,7 @@ async def _check(root: Path, shots: Path | None) -> dict:
             open: document.querySelectorAll('#item .rollout details[open]').length,
             text: document.getElementById('item').textContent}))()""")
         if shots:
-            (shots / "report-item.png").write_bytes(await b.screenshot("#browser"))
+            (shots / "report-item.png").write_bytes(await b.screenshot("#items"))
 
         # from a fresh page: one click on a suspicious item's link opens it (its item file loads then)
         await b.open((root / "data/report/index.html").as_uri())

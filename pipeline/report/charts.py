@@ -37,7 +37,7 @@ def band_confidence(s: Summary) -> go.Figure:
         rows = [r for r in s.band_counts if r["band"] == band]
         fig.add_bar(name=band, x=[names.get(r["policy_id"], r["policy_id"]) for r in rows],
                     y=[r["mean_band_confidence"] for r in rows], marker_color=s.colours[band])
-    return fig.update_layout(LAYOUT, barmode="group", title="Mean band confidence (posterior mass in the band)",
+    return fig.update_layout(LAYOUT, barmode="group", title="Mean band confidence",
                              yaxis={"title": "band confidence", "range": [0, 1]})
 
 

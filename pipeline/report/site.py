@@ -230,7 +230,7 @@ def overview(s: Summary, *, links: dict[str, int], max_rollouts: int) -> str:
              else '<p class="empty" data-view="drift">one policy only: no band transitions to show</p>')
     parts.append(_section("drift", "Drift between policies", drift,
                           "drift view: every problem measured by both policies, its band under each."))
-    parts.append(_section("browser", "Items", (
+    parts.append(_section("items", "Items", (
         '<div id="filters">'
         '<select id="f-policy" aria-label="policy"></select><select id="f-band" aria-label="band"></select>'
         '<select id="f-source" aria-label="source"></select><select id="f-flag" aria-label="flag"></select>'
@@ -246,7 +246,7 @@ def page(s: Summary, *, links: dict[str, int], meta: dict, max_rollouts: int) ->
     meta_json = json.dumps(meta, ensure_ascii=False).replace("</", "<\\/")
     nav = "".join(f'<a href="#{sid}">{t}</a>' for sid, t in (
         ("bands", "Bands"), ("flags", "Flags"), ("source", "Source difficulty"), ("suspicious", "Suspicious"),
-        ("reformulation", "Reformulation"), ("drift", "Drift"), ("browser", "Items")))
+        ("reformulation", "Reformulation"), ("drift", "Drift"), ("items", "Items")))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>passband report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
