@@ -1,12 +1,13 @@
 """The report's size and cost on a generated job: N problems x 2 policies x k rollouts, through ``passband report``.
 
-    nice -n 10 .venv/bin/python benchmarks/report_size.py [--problems 5000 50000] [--k 8]
+    nice -n 10 .venv/bin/python benchmarks/report_size.py [--problems 5000 50000] [--k 8] [--publish]
 
 Each size gets its own temp repository (tests/publish_tables.py's params, generated problems and difficulty rows,
 and k rollouts per problem and policy with a ~500-character completion holding a thinking block, a verdict of the
 difficulty's verifier each and a flag on every fifth); ``passband report`` runs in a child process. Prints the
 report's bytes (all, without plotly.min.js, the overview page, the largest item file), its files, the rollouts
-shown, the child's seconds and peak resident memory.
+shown, the child's seconds and peak resident memory. ``--publish`` also runs ``passband publish`` on the same tables
+(a child of its own) and prints the published ``rollouts`` config's rows, bytes, seconds and peak memory.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -71,21 +70,29 @@ def tables(root: Path, n: int, k: int) -> int:
     return len(r["problem_id"])
 
 
+def child(root: Path, command: str) -> tuple[float, float, float]:
+    """Run ``passband COMMAND`` in a child: its wall seconds, CPU seconds and peak RSS (MiB; a fresh grandchild
+    keeps RUSAGE_CHILDREN's maximum to this command alone)."""
+    code = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+            "subprocess.run([sys.executable, '-m', 'pipeline', sys.argv[1], '--params', sys.argv[2]], check=True, "
+            "stdout=subprocess.DEVNULL); u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+            "print(time.perf_counter() - t, u.ru_utime + u.ru_stime, u.ru_maxrss / 1024)")
+    out = subprocess.run([sys.executable, "-c", code, command, str(root / "params.yaml")], check=True, cwd=REPO,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1]), float(out[2])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", type=int, nargs="+", default=[5000, 50000])
     ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--publish", action="store_true", help="also measure publish's rollouts config")
     args = ap.parse_args()
     for n in args.problems:
         with tempfile.TemporaryDirectory() as tmp:
             root = make_repo(Path(tmp) / "repo")
             rollouts = tables(root, n, args.k)
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "pipeline", "report", "--params", str(root / "params.yaml")],
-                           check=True, cwd=REPO, stdout=subprocess.DEVNULL)
-            wall = time.perf_counter() - t0
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall, cpu, peak = child(root, "report")
             folder = root / "data/report"
             info = json.loads((folder / "report.json").read_text())
             sizes = {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
@@ -95,9 +102,15 @@ def main() -> None:
                   f"in {len(sizes)} files ({(sum(sizes.values()) - sizes['plotly.min.js']) / 1e6:.1f} MB without "
                   f"plotly.min.js); index.html {sizes['index.html'] / 1e3:.0f} kB, largest item file "
                   f"{max(items.values()) / 1e3:.0f} kB, index {index / 1e6:.1f} MB; "
-                  f"{info['rollouts_shown']} rollouts shown; {wall:.1f} s wall, "
-                  f"{after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime:.1f} s CPU, "
-                  f"peak RSS {after.ru_maxrss / 1024:.0f} MiB")
+                  f"{info['rollouts_shown']} rollouts shown; {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {peak:.0f} MiB")
+            if args.publish:
+                wall, cpu, peak = child(root, "publish")
+                build = json.loads((root / "data/published/build.json").read_text())
+                ro = build.get("rollouts") or {}
+                files = list((root / "data/published/data/rollouts").glob("*.parquet"))
+                print(f"  publish: rollouts config {sum(ro.get('rows', {}).values())} rows, {ro.get('generations')} "
+                      f"generations, {sum(f.stat().st_size for f in files) / 1e6:.1f} MB in {len(files)} shards; "
+                      f"{wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {peak:.0f} MiB")
 
 
 if __name__ == "__main__":

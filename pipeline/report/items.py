@@ -30,7 +30,7 @@ meas AS (
     SELECT d.problem_id, list({'policy': coalesce(pol.name, d.policy_id), 'policy_id': d.policy_id, 'band': d.band,
                                'pass_rate': d.pass_rate, 'ci_low': d.ci_low, 'ci_high': d.ci_high, 'n': d.n,
                                'n_correct': d.n_correct, 'band_confidence': d.band_confidence}
-                              ORDER BY coalesce(pol.name, d.policy_id)) AS measures
+                              ORDER BY coalesce(pol.name, d.policy_id), d.policy_id) AS measures
     FROM difficulty d LEFT JOIN pol USING (policy_id) GROUP BY d.problem_id
 ),
 kids AS (

@@ -31,10 +31,16 @@ def open_tables(params: Params, *, root: Path, temp_dir: Path) -> duckdb.DuckDBP
     return con
 
 
+def _stable(v):
+    """A float to 10 significant digits: DuckDB's parallel sums add in any order, so an average's last bits vary
+    run to run, and the report must be byte-identical for the same tables (DVC hashes it)."""
+    return float(f"{v:.10g}") if isinstance(v, float) else v
+
+
 def rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> list[dict]:
     rel = con.execute(sql, params or {})
     names = [d[0] for d in rel.description]
-    return [dict(zip(names, r, strict=True)) for r in rel.fetchall()]
+    return [{n: _stable(v) for n, v in zip(names, r, strict=True)} for r in rel.fetchall()]
 
 
 @dataclass
@@ -80,7 +86,7 @@ def summary(con: duckdb.DuckDBPyConnection, *, listed: int) -> Summary:
     s.rare_successes = rows(con, f"""
         SELECT problem_id, policy, sample_idx, advantage, n_correct, n, left(question, {SNIPPET}) AS question, gold,
                left(completion, {SNIPPET}) AS completion
-        FROM rare_successes LIMIT $n""", {"n": listed})
+        FROM rare_successes ORDER BY advantage DESC, problem_id, policy_id, sample_idx LIMIT $n""", {"n": listed})
     s.unsupported = rows(con, f"""
         SELECT f.problem_id, pol.name AS policy, f.sample_idx, v.status, v.extracted, p.answer AS gold,
                left(f.evidence, {SNIPPET}) AS evidence
@@ -93,7 +99,8 @@ def summary(con: duckdb.DuckDBPyConnection, *, listed: int) -> Summary:
                ON pol.policy_id = f.policy_id
         WHERE f.flag = 'unsupported_answer'
         ORDER BY v.status = 'correct' DESC, f.problem_id, f.policy_id, f.sample_idx LIMIT $n""", {"n": listed})
-    s.flagged_correct = rows(con, "SELECT * FROM flagged_correct WHERE flagged_share > 0 LIMIT $n", {"n": listed})
+    s.flagged_correct = rows(con, "SELECT * FROM flagged_correct WHERE flagged_share > 0 "
+                                 "ORDER BY flagged_share DESC, problem_id, policy_id LIMIT $n", {"n": listed})
     s.reformulation = rows(con, "SELECT r.*, pol.name AS policy FROM reformulation_report r LEFT JOIN "
                                 "(SELECT policy_id, any_value(name) AS name FROM policies GROUP BY policy_id) pol "
                                 "USING (policy_id)")
