@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "pipeline.doctor:doctor",
     "band-value": "pipeline.train.command:band_value",
     "drift": "pipeline.annotate.drift_command:command",
+    "report": "pipeline.report.command:command",
     "probe": "pipeline.probe.command:command",
 }
 

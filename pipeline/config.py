@@ -107,6 +107,7 @@ class Paths(Model):
     plots: str = Field("data/plots", description="PNG and CSV plots (annotate, drift, reformulate-report)")
     models: str = Field("data/models", description="prepared model checkpoints (prepare-model)")
     published: str = Field("data/published", description="the Hub dataset folder (publish; push uploads it)")
+    report: str = Field("data/report", description="the static report site, index.html and its files (report)")
     allow_outside: list[str] = Field(
         default_factory=list,
         description="keys of the paths above that may point outside the project (absolute or ../), e.g. [models]",
@@ -425,7 +426,22 @@ class PublishConfig(Model):
     exports: list[Name] = Field(default_factory=lambda: ["default", band_names.LEARNABLE],
                                description="configs exported per trainer")
     shard_rows: int = Field(100_000, gt=0, description="rows per Parquet shard")
+    rollouts: bool = Field(True, description="add the `rollouts` config: every published item's completions per "
+                                             "policy, with verdicts, extracted answers and flags")
+    max_rollouts_per_item: int = Field(16, gt=0, description="rollouts config: at most this many completions per "
+                                                             "item and policy (the first ones counted in its pass rate)")
     options: dict[str, Any] = Field(default_factory=dict, description="not read by publish today (reserved)")
+
+
+class ReportConfig(Model):
+    """The static report site (paths.report); see pipeline/report."""
+
+    max_rollouts_per_item: int = Field(8, gt=0, description="item browser: at most this many rollouts shown per item "
+                                                            "and policy (the first ones counted in its pass rate)")
+    items_per_file: int = Field(100, gt=0, description="items per lazily loaded item file (items/NNNNN.js)")
+    index_rows_per_file: int = Field(5000, gt=0, description="items per shard of the browser's index (index/NNNNN.js)")
+    listed: int = Field(50, gt=0, description="rows per list of suspicious items (rare successes, unsupported "
+                                              "answers, flagged-correct share)")
 
 
 class DriftConfig(Model):
@@ -446,6 +462,7 @@ class Params(Model):
     reformulate: ReformulateConfig = ReformulateConfig()
     publish: PublishConfig = PublishConfig()
     drift: DriftConfig = DriftConfig()
+    report: ReportConfig = ReportConfig()
 
     @model_validator(mode="after")
     def _paths_apart(self) -> Params:

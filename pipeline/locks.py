@@ -35,7 +35,7 @@ from pipeline.tablesets import SETS
 LOCK_DIR = ".passband/locks"
 # command -> does it take --set (its lock is per set)
 WRITERS = {"ingest": False, "prepare-model": False, "rollout": True, "verify": True, "annotate": True,
-           "reformulate": False, "publish": False, "catalog": False, "reformulate-report": False}
+           "reformulate": False, "publish": False, "catalog": False, "reformulate-report": False, "report": False}
 
 
 class LockedError(PassbandError):

@@ -10,6 +10,7 @@ kind                proof
 ==================  ==================================================================================
 table folder        the marker file ``.passband-table`` naming the table (written by ``replace_dir``)
 published folder    its ``build.json``, a JSON object with ``passband_version`` (written by publish)
+report folder       its ``report.json``, a JSON object with ``passband_version`` (written by report)
 model folder        its ``passband_model.json`` (written by ``prepare-model``)
 GRPO checkpoint     its ``train_log.json``, a JSON object with ``config`` and ``log`` (written by training)
 catalog file        views only, each with passband's comment (written by ``passband catalog``; a file, so
@@ -59,6 +60,12 @@ def _json_object(path: Path) -> dict | None:
 def published_proof(folder: Path) -> bool:
     """The folder holds the ``build.json`` publish writes (a JSON object with ``passband_version``)."""
     data = _json_object(Path(folder) / "build.json")
+    return data is not None and "passband_version" in data
+
+
+def report_proof(folder: Path) -> bool:
+    """The folder holds the ``report.json`` ``passband report`` writes (a JSON object with ``passband_version``)."""
+    data = _json_object(Path(folder) / "report.json")
     return data is not None and "passband_version" in data
 
 
@@ -135,7 +142,7 @@ def check_file_target(target: str | Path, *, owned: Callable[[Path], bool], what
 
 
 def _proof_name(owned: Callable[[Path], bool]) -> str:
-    return {published_proof: "build.json", model_proof: "passband_model.json",
+    return {published_proof: "build.json", report_proof: "report.json", model_proof: "passband_model.json",
             checkpoint_proof: "train_log.json"}.get(owned, "passband marker")
 
 
@@ -151,4 +158,4 @@ def remove_tree(path: str | Path) -> None:
 
 
 __all__ = ["TABLE_MARKER", "NotOwnedError", "check_file_target", "check_target", "checkpoint_proof", "model_proof",
-           "published_proof", "remove_tree"]
+           "published_proof", "remove_tree", "report_proof"]

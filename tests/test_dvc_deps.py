@@ -40,6 +40,7 @@ DATA_READERS: dict[str, tuple[str, ...]] = {
     "pipeline/catalog.py": ("pipeline/views",),
     "pipeline/annotate/quality.py": ("pipeline/annotate/flag_quality.yaml",),
     "pipeline/reformulate/llm_backward.py": ("pipeline/reformulate/prompts",),
+    "pipeline/report/site.py": ("pipeline/report/assets",),
 }
 # --- what a stage needs -------------------------------------------------------------------------
 

@@ -406,13 +406,15 @@ def test_a_new_repo_is_created_with_the_visibility_asked_for_and_read_back(pub, 
 
 @pytest.mark.parametrize("kind, proof, content", [
     ("published", "build.json", {"passband_version": "0.1.0"}),
+    ("report", "report.json", {"passband_version": "0.1.0"}),
     ("model", "passband_model.json", {"model_id": "m", "revision": "sha256:0"}),
     ("checkpoint", "train_log.json", {"config": {}, "log": []}),
 ])
 def test_each_kinds_proof_is_accepted_and_a_lookalike_is_not(tmp_path, kind, proof, content):
     from pipeline import ownership as own
 
-    owned = {"published": own.published_proof, "model": own.model_proof, "checkpoint": own.checkpoint_proof}[kind]
+    owned = {"published": own.published_proof, "report": own.report_proof, "model": own.model_proof,
+             "checkpoint": own.checkpoint_proof}[kind]
     folder = tmp_path / kind
     folder.mkdir()
     (folder / "other.bin").write_bytes(THESIS)

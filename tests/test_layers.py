@@ -37,7 +37,7 @@ def test_the_contracts_are_the_ones_meant():
     (layers,) = by_type["layers"]
     assert layers["containers"] == ["pipeline"] and layers["exhaustive"] is True
     assert by_type["acyclic_siblings"][0]["ancestors"] == ["pipeline"]
-    stages = {"ingest", "rollout", "verify", "annotate", "reformulate", "publish", "train", "probe"}
+    stages = {"ingest", "rollout", "verify", "annotate", "reformulate", "publish", "train", "probe", "report"}
     protected = {m.split(".")[1] for c in by_type["protected"] for m in c["protected_modules"]}
     assert protected == stages
 

@@ -2,9 +2,9 @@
 byte-identical run to run, so dvc.lock, which hashes them, does not change.
 
 The tiny pipeline (tests/faultkit.py: fake engine, 27 synthetic problems, k=4) runs twice into two folders, plus
-``passband drift`` and ``passband reformulate-report``, and every path the project's dvc.yaml declares is compared
-file by file. Timings live in ``data/logs/timings/`` (pipeline/io.py ``write_metrics``), which DVC does not track;
-the DuckDB catalog is no DVC output (its header holds random bytes: the last test shows two builds differ).
+``passband drift``, ``passband reformulate-report`` and ``passband report``, and every path the project's dvc.yaml
+declares is compared file by file. Timings live in ``data/logs/timings/`` (pipeline/io.py ``write_metrics``), which
+DVC does not track; the DuckDB catalog is no DVC output (its header holds random bytes: the last test shows two builds differ).
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def two_runs(tmp_path_factory):
     for root in roots:
         _passband(root, "drift")
         _passband(root, "reformulate-report")
+        _passband(root, "report")
     return roots
 
 
@@ -85,7 +86,7 @@ def test_every_dvc_declared_file_is_byte_identical_run_to_run(two_runs):
     for must in ("data/metrics/ingest.json", "data/metrics/rollout.json", "data/metrics/verify.json",
                  "data/metrics/annotate.json", "data/metrics/reformulate.json", "data/metrics/drift.json",
                  "data/metrics/reformulation_report.json", "data/plots/pass_rate_hist.png",
-                 "data/published/README.md"):
+                 "data/published/README.md", "data/report/index.html", "data/report/report.json"):
         assert must in compared, must
     assert any(k.startswith("data/difficulty/") for k in compared)
     assert differing(a, b, rels) == []

@@ -167,3 +167,15 @@ def test_a_real_run_runs_exactly_the_plan(tmp_path, args):
     log.unlink()
     assert "is up to date" in setup().stdout and not log.exists()        # a second run does nothing
     assert "up to date (a real run does nothing)" in setup("--dry-run").stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("apt-get") is None,
+                    reason="the Chromium step runs only as root with apt-get")
+def test_a_missing_chromium_is_installed_with_apt_as_root():
+    """The report's browser test needs Debian's Chromium: planned when it is missing, never when it is there."""
+    _, steps = dry_run(PASSBAND_CHROMIUM="/nonexistent/chromium")
+    apt = [argv for _, argv in steps if "apt-get" in argv]
+    assert apt[-1][-4:] == ["install", "-y", "-q", "chromium"] and "update" in apt[0]
+    assert pip_commands(steps) == pip_commands(dry_run()[1])  # the venv's plan is unchanged
+    _, present = dry_run(PASSBAND_CHROMIUM=sys.executable)  # any executable stands in for an installed one
+    assert not [argv for _, argv in present if "apt-get" in argv]

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from pipeline.annotate.detectors import DETECTORS
 from pipeline.annotate.measured import measured as measured_flags
 from pipeline.bands import BANDS, COLOURS, LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED, describe_ranges
+from pipeline.publish import rollouts as ro
 from pipeline.publish.core import COLUMNS, DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
 
 HISTOGRAM = "pass_rate_histogram.png"
@@ -384,7 +385,7 @@ def _loading_section(dataset: Dataset, *, repo: str, files: dict[str, dict[str, 
 
 
 def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[str, list[str]], spec: CardSpec,
-           build: BuildInfo, private: bool) -> str:
+           build: BuildInfo, private: bool, rollouts: ro.RolloutsSummary | None = None) -> str:
     """The whole README.md: YAML header (huggingface_hub's DatasetCardData), then the body, section by section."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
@@ -401,6 +402,7 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
         *_suspect_golds(dataset),
         *_loading(dataset, repo=repo, files=files, exports=exports, private=private),
         *_trainer_exports(exports),
+        *_rollouts(rollouts, repo=repo),
         *_columns(),
         *_licenses(spec),
         *_built(build),
@@ -539,6 +541,47 @@ def _trainer_exports(exports: dict[str, list[str]]) -> list[str]:
         "Under `exports/`, per format, one folder per config with one file per split:",
         "",
         *(f"- `{fmt}`: " + ", ".join(f"`{c}`" for c in cfgs) for fmt, cfgs in exports.items()),
+        "",
+    ]
+
+
+def _rollouts(summary: ro.RolloutsSummary | None, *, repo: str) -> list[str]:
+    head = ["## Rollouts (completions for SFT)", ""]
+    if summary is None:
+        return [*head, "Not built: `publish.rollouts` is off.", ""]
+    if not summary.total_rows:
+        return [*head, "Not built: no rollouts were found for the published items.", ""]
+    split = next(iter(summary.files))
+    mb = summary.bytes / 1e6
+    return [
+        *head,
+        f"The `{ro.CONFIG}` config holds the completions behind the pass rates: one row per item and policy, with",
+        f"the first {summary.max_per_item} (at most, `publish.max_rollouts_per_item`) of the rollouts its pass rate counts,",
+        "each with its verdict, extracted answer, the flags that fired on it and its finish reason. Columns shared",
+        "with OpenR1-Math-220k (`problem`, `solution`, `answer`, `source`, `generations`, `correctness_math_verify`,",
+        "`correctness_count`, `finish_reasons`) mean the same there; `problem_id` keys the item in every config.",
+        "",
+        f"Size: {summary.total_rows} rows (" + ", ".join(f"{s} {n}" for s, n in summary.rows.items())
+        + f"), {summary.generations} generations, {summary.correct} correct of which {summary.correct_unflagged}",
+        f"unflagged; {mb:.1f} MB of Parquet. Rows whose item has more counted rollouts than the bound keeps: "
+        f"{summary.truncated_rows}.",
+        "",
+        "Correct generations no flag fired on, for supervised fine-tuning (rejection sampling); to keep the rare",
+        "successes of hard items, ignore the `rare_success` flag (a risk for GRPO, not a fault of the text):",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        "",
+        f'rollouts = load_dataset("{repo}", "{ro.CONFIG}", split="{split}")',
+        "",
+        "def clean(row):",
+        '    return [g for g, ok, f in zip(row["generations"], row["correctness_math_verify"], row["flags"])',
+        "            if ok and not f]",
+        "",
+        'sft = [{"problem": row["problem"], "completion": g} for row in rollouts for g in clean(row)]',
+        "```",
+        "",
+        _table(["column", "type", "description"], [[f"`{n}`", f"`{type_name(t)}`", d] for n, t, _, d in ro.COLUMNS]),
         "",
     ]
 

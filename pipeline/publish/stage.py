@@ -23,6 +23,7 @@ from pipeline.keys import canonical_json
 from pipeline.ownership import check_target, published_proof, remove_tree
 from pipeline.publish import card as card_mod
 from pipeline.publish import exports as ex
+from pipeline.publish import rollouts as ro
 from pipeline.publish.core import (
     BANDS,
     DEFAULT_CONFIG,
@@ -245,10 +246,11 @@ def _shards(table, rows: int) -> list:
 
 
 def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: list[SourceLicense],
-                 template_label: str, build: card_mod.BuildInfo) -> list[str]:
-    """Write every file of the folder under ``staging``; returns their relative paths."""
+                 template_label: str, build: card_mod.BuildInfo, rollouts: ro.RolloutsSummary | None = None) -> list[str]:
+    """Write every file of the folder under ``staging`` (``rollouts``: the rollouts config, already written there);
+    returns their relative paths."""
     cfg = params.publish
-    written: list[str] = []
+    written: list[str] = list(rollouts.written) if rollouts else []
 
     def put_bytes(rel: str, data: bytes) -> None:
         p = path_in(staging, rel)  # a name in rel (a config, a source) never leads out of the folder
@@ -268,6 +270,8 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
                 _write_parquet(part, path_in(staging, rel))
                 written.append(rel)
             files[config][split] = f"data/{config}/{split}-*.parquet"
+    if rollouts is not None and rollouts.total_rows:
+        files[ro.CONFIG] = rollouts.files
 
     unknown = [c for c in cfg.exports if c not in dataset.configs]
     if unknown:
@@ -312,7 +316,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
     exported = [c for c in cfg.exports if dataset.rows(c)]
     exports = {fmt: exported for fmt in ex.FORMATS} if exported else {}
     put_bytes("README.md", card_mod.render(dataset, files=files, exports=exports, spec=spec, build=build,
-                                           private=cfg.private).encode())
+                                           private=cfg.private, rollouts=rollouts).encode())
     manifest = {
         **build.as_dict(),
         "policy": {"name": dataset.primary["name"], "policy_id": dataset.primary["policy_id"]},
@@ -321,6 +325,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
         "bands": dataset.band_counts(DEFAULT_CONFIG),
         "unmeasured": dataset.unmeasured,
         "unmeasured_reformulated": dataset.unmeasured_reformulated,
+        "rollouts": rollouts.as_dict() if rollouts else None,
     }
     put_bytes(BUILD_FILE, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
     return sorted(written)
@@ -333,6 +338,17 @@ def _items_per_source(dataset: Dataset) -> dict[str, int]:
             for s in table.column("source").to_pylist():
                 counts[s] = counts.get(s, 0) + 1
     return counts
+
+
+def _write_rollouts(params: Params, dataset: Dataset, *, root: Path, staging: Path) -> ro.RolloutsSummary:
+    """The rollouts config, streamed from every set's rollouts, verdicts and flags into ``staging``."""
+    with tempfile.TemporaryDirectory(prefix="passband-publish-spill-") as spill:
+        con = ro.open_tables(params, root=root, temp_dir=Path(spill))
+        try:
+            return ro.write(con, dataset, staging=staging, max_per_item=params.publish.max_rollouts_per_item,
+                            shard_rows=params.publish.shard_rows)
+        finally:
+            con.close()
 
 
 def _swap_in(staging: Path, target: Path) -> None:
@@ -372,8 +388,9 @@ def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.new."))
     follow_umask(staging, directory=True)  # mkdtemp makes it owner-only
     try:
+        rollouts = _write_rollouts(params, dataset, root=root, staging=staging) if cfg.rollouts else None
         files = write_folder(dataset, staging=staging, params=params, licenses=licenses,
-                             template_label=template_label, build=info)
+                             template_label=template_label, build=info, rollouts=rollouts)
         check()  # again, just before the swap: the folder may have changed while this one was written
         _swap_in(staging, target)
     except BaseException:

@@ -1,0 +1,244 @@
+"""The ``rollouts`` config: every published item's completions, one row per item and policy.
+
+A row holds the completions the item's pass rate was counted from (the first ``n`` samples,
+at most ``publish.max_rollouts_per_item``), in sample order, with what passband found in each::
+
+    problem_id p_1c2e...   problem "What is 52 - 27?"   answer "25"   source synthetic
+    policy smollm2-135m-3shot   policy_id pol_9f...   verifier_id math-verify/0.8.0/cfg_...
+    generations ["52 - 27 = 25. The answer is 25.", "The answer is 35.", ...]
+    correctness_math_verify [true, false, ...]   verdicts ["correct", "incorrect", ...]
+    extracted_answers ["25", "35", ...]   flags [[], ["unsupported_answer"], ...]   finish_reasons ["stop", ...]
+
+The columns OpenR1-Math-220k also has (``problem``, ``solution``, ``answer``, ``source``,
+``generations``, ``correctness_math_verify``, ``correctness_count``, ``finish_reasons``) have its
+names, types and meaning, so code written for it selects correct generations here too.
+
+Built streaming, never the whole rollouts table in memory: DuckDB joins every set's rollouts, verdicts
+(of the verifier the item's difficulty row names) and flags per sample, sorted by (split, item,
+policy, sample) under a memory limit (it spills past it); the sorted batches are grouped into rows
+here, one group at a time, and written shard by shard.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.catalog import create_views
+from pipeline.config import Params
+from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
+
+CONFIG = "rollouts"
+MEMORY_LIMIT_MB = 512  # DuckDB's limit for the join and sort; it spills to the staging folder's side past it
+SHARD_BYTES = 256 << 20  # a shard also stops at this much completion text (the Hub's viewer wants shards < ~500 MB)
+ROW_GROUP = 256  # rows per Parquet row group, fixed so the files do not depend on DuckDB's batch sizes
+BATCH = 4096  # rows fetched from DuckDB at a time
+
+# (name, type, nullable, description): the card's column table is read from here
+COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
+    ("problem_id", pa.string(), False, "problem key (the same item in every other config)"),
+    ("problem", pa.string(), False, "the question, as the policy saw it inside its prompt template"),
+    ("answer", pa.string(), False, "gold answer the verdicts were graded against"),
+    ("solution", pa.string(), True, "the source's reference solution, where it has one"),
+    ("source", pa.string(), False, "source name (params.yaml ingest.sources)"),
+    ("policy", pa.string(), False, "policy name"),
+    ("policy_id", pa.string(), False, "policy snapshot key (model, revision, prompt, sampling)"),
+    ("verifier_id", pa.string(), False, "verifier whose verdicts these are (the one the item's pass rate came from)"),
+    ("pass_rate", pa.float64(), False, "this policy's pass rate on the item (over all counted rollouts)"),
+    ("band", pa.string(), False, "this policy's band for the item"),
+    ("n_rollouts", pa.int64(), False, "rollouts the pass rate counts; `generations` holds the first of them"),
+    ("generations", pa.list_(pa.string()), False, "completions, in sample order (sample_idx 0, 1, ...)"),
+    ("finish_reasons", pa.list_(pa.string()), False, "per generation: stop (stop string or EOS) or length (max_tokens)"),
+    ("generation_token_length", pa.list_(pa.int64()), False, "per generation: tokens generated"),
+    ("verdicts", pa.list_(pa.string()), False, "per generation: correct | incorrect | no_answer | timeout | error"),
+    ("correctness_math_verify", pa.list_(pa.bool_()), False, "per generation: verdict is correct (math-verify)"),
+    ("correctness_count", pa.int64(), False, "correct generations in this row"),
+    ("extracted_answers", pa.list_(pa.string()), False, "per generation: the final answer read from it (null: none)"),
+    ("flags", pa.list_(pa.list_(pa.string())), False, "per generation: the flags that fired on it (empty: none)"),
+]
+SCHEMA = pa.schema([pa.field(n, t, nullable=nl) for n, t, nl, _ in COLUMNS])
+
+_ITEMS = pa.schema([(n, pa.string()) for n in ("split", "problem_id", "problem", "answer", "solution", "source", "policy",
+                                               "policy_id", "verifier_id", "band")]
+                   + [("pass_rate", pa.float64()), ("n", pa.int64()), ("split_order", pa.int64())])
+
+# One row per counted sample of a published item, sorted so a row of the config is a run of consecutive rows.
+SAMPLES_SQL = """
+WITH f AS (
+    SELECT problem_id, policy_id, sample_idx, list(flag ORDER BY flag) AS flags FROM flags GROUP BY ALL
+)
+SELECT i.split, i.problem_id, i.problem, i.answer, i.solution, i.source, i.policy, i.policy_id, i.verifier_id,
+       i.pass_rate, i.band, i.n AS n_rollouts,
+       r.completion, r.finish_reason, r.n_tokens, v.status, v.extracted, coalesce(f.flags, []::VARCHAR[]) AS flags
+FROM _publish_items i
+JOIN rollouts r ON r.problem_id = i.problem_id AND r.policy_id = i.policy_id AND r.sample_idx < least(i.n, $max)
+LEFT JOIN verdicts v ON v.problem_id = r.problem_id AND v.policy_id = r.policy_id AND v.sample_idx = r.sample_idx
+                    AND v.verifier_id = i.verifier_id
+LEFT JOIN f ON f.problem_id = r.problem_id AND f.policy_id = r.policy_id AND f.sample_idx = r.sample_idx
+ORDER BY i.split_order, i.split, i.problem_id, i.policy, i.policy_id, r.sample_idx
+"""
+
+
+@dataclass
+class RolloutsSummary:
+    """What the config holds, for the card and build.json."""
+
+    rows: dict[str, int] = field(default_factory=dict)  # split -> rows
+    generations: int = 0
+    correct: int = 0
+    correct_unflagged: int = 0
+    truncated_rows: int = 0  # rows whose item has more counted rollouts than the bound keeps
+    bytes: int = 0  # on disk
+    files: dict[str, str] = field(default_factory=dict)  # split -> data_files glob
+    written: list[str] = field(default_factory=list)  # every shard, relative to the folder
+    max_per_item: int = 0
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows.values())
+
+    def as_dict(self) -> dict:
+        return {"rows": self.rows, "generations": self.generations, "correct": self.correct,
+                "correct_unflagged": self.correct_unflagged, "truncated_rows": self.truncated_rows,
+                "bytes": self.bytes, "max_rollouts_per_item": self.max_per_item}
+
+
+def items(dataset: Dataset) -> pa.Table:
+    """One row per published item (main and reformulated) and policy that measured it: what the samples join on."""
+    out: dict[str, list] = {f.name: [] for f in _ITEMS}
+    for config in (DEFAULT_CONFIG, REFORMULATED_CONFIG):
+        for split, table in dataset.configs[config].items():
+            cols = table.select(["problem_id", "question", "answer", "reference_solution", "source", "difficulty"])
+            for row in cols.to_pylist():
+                for d in row["difficulty"]:
+                    for k, v in (("split", split), ("problem_id", row["problem_id"]), ("problem", row["question"]),
+                                 ("answer", row["answer"]), ("solution", row["reference_solution"]),
+                                 ("source", row["source"]), ("policy", d["policy"]), ("policy_id", d["policy_id"]),
+                                 ("verifier_id", d["verifier_id"]), ("band", d["band"]), ("pass_rate", d["pass_rate"]),
+                                 ("n", d["n"]), ("split_order", 0 if split == "train" else 1)):
+                        out[k].append(v)
+    return pa.table(out, schema=_ITEMS)
+
+
+class _SplitWriter:
+    """Shards of one split: at most ``shard_rows`` rows and :data:`SHARD_BYTES` of text each, fixed row groups;
+    written as ``<split>-NNNNN.tmp`` and renamed ``<split>-NNNNN-of-MMMMM.parquet`` once the count is known."""
+
+    def __init__(self, folder: Path, split: str, *, shard_rows: int):
+        self.folder, self.split, self.shard_rows = folder, split, shard_rows
+        self.parts: list[Path] = []
+        self.writer: pq.ParquetWriter | None = None
+        self.rows = self.bytes = 0
+        self.pending: list[dict] = []
+
+    def add(self, row: dict, size: int) -> None:
+        if self.writer is None or self.rows >= self.shard_rows or self.bytes >= SHARD_BYTES:
+            self._next()
+        self.pending.append(row)
+        self.rows += 1
+        self.bytes += size
+        if len(self.pending) >= ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.Table.from_pylist(self.pending, schema=SCHEMA))
+            self.pending = []
+
+    def _next(self) -> None:
+        self._close_writer()
+        path = self.folder / f"{self.split}-{len(self.parts):05d}.tmp"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.parts.append(path)
+        self.writer = pq.ParquetWriter(path, SCHEMA, compression="zstd")
+        self.rows = self.bytes = 0
+
+    def _close_writer(self) -> None:
+        if self.writer is not None:
+            self._flush()
+            self.writer.close()
+            self.writer = None
+
+    def close(self) -> list[Path]:
+        self._close_writer()
+        final = []
+        for i, p in enumerate(self.parts):
+            target = p.with_name(f"{self.split}-{i:05d}-of-{len(self.parts):05d}.parquet")
+            os.replace(p, target)
+            final.append(target)
+        return final
+
+
+def _row(group: list[dict]) -> dict:
+    first = group[0]
+    verdicts = [g["status"] for g in group]
+    return {
+        **{k: first[k] for k in ("problem_id", "problem", "answer", "solution", "source", "policy", "policy_id",
+                                 "verifier_id", "pass_rate", "band", "n_rollouts")},
+        "generations": [g["completion"] for g in group],
+        "finish_reasons": [g["finish_reason"] for g in group],
+        "generation_token_length": [g["n_tokens"] for g in group],
+        "verdicts": verdicts,
+        "correctness_math_verify": [v == "correct" for v in verdicts],
+        "correctness_count": sum(v == "correct" for v in verdicts),
+        "extracted_answers": [g["extracted"] for g in group],
+        "flags": [g["flags"] for g in group],
+    }
+
+
+def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, staging: Path, max_per_item: int,
+          shard_rows: int) -> RolloutsSummary:
+    """Write ``data/rollouts/<split>-*.parquet`` under ``staging`` from ``con``'s ``rollouts``, ``verdicts`` and
+    ``flags`` views; a split without rows gets no file (and the config is declared only if some split has rows)."""
+    summary = RolloutsSummary(max_per_item=max_per_item)
+    con.register("_publish_items", items(dataset))
+    writers: dict[str, _SplitWriter] = {}
+    try:
+        reader = con.sql(SAMPLES_SQL, params={"max": max_per_item}).to_arrow_reader(BATCH)
+        group: list[dict] = []
+
+        def emit() -> None:
+            row = _row(group)
+            split = group[0]["split"]
+            if split not in writers:
+                writers[split] = _SplitWriter(staging / "data" / CONFIG, split, shard_rows=shard_rows)
+            writers[split].add(row, sum(len(g) for g in row["generations"]))
+            summary.rows[split] = summary.rows.get(split, 0) + 1
+            summary.generations += len(row["generations"])
+            summary.correct += row["correctness_count"]
+            summary.correct_unflagged += sum(ok and not f for ok, f in zip(row["correctness_math_verify"], row["flags"],
+                                                                             strict=True))
+            summary.truncated_rows += row["n_rollouts"] > len(row["generations"])
+
+        for batch in reader:
+            for s in batch.to_pylist():
+                if group and (s["problem_id"], s["policy_id"], s["split"]) != (
+                        group[0]["problem_id"], group[0]["policy_id"], group[0]["split"]):
+                    emit()
+                    group = []
+                group.append(s)
+        if group:
+            emit()
+    finally:  # the connection is the caller's to close (it holds the items registered above)
+        paths = [p for w in writers.values() for p in w.close()]
+    for split in writers:
+        summary.files[split] = f"data/{CONFIG}/{split}-*.parquet"
+    summary.written = sorted(p.relative_to(staging).as_posix() for p in paths)
+    summary.bytes = sum(p.stat().st_size for p in paths)
+    return summary
+
+
+def open_tables(params: Params, *, root: Path, temp_dir: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the catalog's views over every set's tables, under :data:`MEMORY_LIMIT_MB`."""
+    con = duckdb.connect(":memory:", config={"memory_limit": f"{MEMORY_LIMIT_MB}MB", "temp_directory": str(temp_dir)})
+    try:
+        create_views(con, params, root=Path(root).resolve(), absolute=True)
+    except BaseException:
+        con.close()
+        raise
+    return con
