@@ -322,6 +322,7 @@ def test_no_sql_in_pipeline_quotes_a_value_by_hand():
 ENDLESS = "SELECT count(*) FROM range(1000000000000)"  # 10^12 rows: hours on two cores
 
 
+@pytest.mark.timing
 def test_a_query_past_its_timeout_is_stopped_with_one_line(repo):
     cpu = time.process_time()
     res = _sql(repo, ENDLESS, "--timeout", "1")
@@ -329,6 +330,7 @@ def test_a_query_past_its_timeout_is_stopped_with_one_line(repo):
     assert time.process_time() - cpu < 30  # DuckDB's threads included: stopped, not run to the end
 
 
+@pytest.mark.timing
 def test_ctrl_c_stops_a_running_query(repo):
     """A ^C while DuckDB computes (its threads, not Python's) stops the query at once: one line, exit 1."""
     import resource
@@ -361,6 +363,7 @@ def test_ctrl_c_stops_a_running_query(repo):
     assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) < 30
 
 
+@pytest.mark.timing
 def test_the_memory_limit_is_a_one_line_error(repo):
     cpu = time.process_time()
     res = _sql(repo, "SELECT list(range) FROM range(100000000)", "--memory-mb", "64", "--spill-mb", "0")
@@ -369,6 +372,7 @@ def test_the_memory_limit_is_a_one_line_error(repo):
     assert time.process_time() - cpu < 30
 
 
+@pytest.mark.timing
 def test_the_table_view_fetches_only_the_rows_it_shows(repo):
     cpu = time.process_time()
     res = _sql(repo, "SELECT * FROM range(100000000)")  # 10^8 rows: seconds and 900 MB when all were fetched

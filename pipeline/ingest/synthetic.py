@@ -212,3 +212,6 @@ def generate(opts: SyntheticOptions) -> Iterator[Item]:
         if len(seen) < opts.n_per_level:
             raise ValueError(f"level {level} ({skill}) has {len(seen)} distinct {half}-half items, "
                              f"fewer than n_per_level={opts.n_per_level}; lower n_per_level")
+
+
+__all__ = ["PARTS", "Item", "SyntheticOptions", "generate", "operand_half", "operands_of", "template_of"]

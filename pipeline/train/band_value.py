@@ -58,7 +58,7 @@ BASE = "base"  # the measured name of the base policy (results/base); a run's is
 
 __all__ = ["BASE", "DEFAULT_CONFIG", "ExperimentConfig", "OnlineConfig", "arm_path", "base_name", "base_policy",
            "load_config", "measure", "measure_params", "measured_names", "read_arm", "report", "run_name", "runs",
-           "select_arms", "train", "write_arms"]
+           "select_arms", "train", "train_arm", "write_arms"]
 
 
 class OnlineConfig(Model):
