@@ -112,6 +112,18 @@ def create_views(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path, 
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
         except duckdb.Error as exc:
             raise CatalogError(f"view {name} (pipeline/views/{name}.sql): {exc}") from exc
+def open_views(params: Params, *, root: Path, temp_dir: Path, memory_limit_mb: int) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the catalog's views over every set's tables (absolute paths), its memory capped at
+    ``memory_limit_mb`` and spilling to ``temp_dir`` past it: for stages that join the tables, not for users."""
+    con = duckdb.connect(":memory:", config={"memory_limit": f"{memory_limit_mb}MB", "temp_directory": str(temp_dir)})
+    try:
+        create_views(con, params, root=Path(root).resolve(), absolute=True)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
 
 
 def allowed_directories(params: Params, *, root: Path) -> list[str]:

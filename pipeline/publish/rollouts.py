@@ -29,7 +29,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.catalog import create_views
+from pipeline.catalog import open_views
 from pipeline.config import Params
 from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
 
@@ -234,11 +234,5 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, staging: Path, ma
 
 
 def open_tables(params: Params, *, root: Path, temp_dir: Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the catalog's views over every set's tables, under :data:`MEMORY_LIMIT_MB`."""
-    con = duckdb.connect(":memory:", config={"memory_limit": f"{MEMORY_LIMIT_MB}MB", "temp_directory": str(temp_dir)})
-    try:
-        create_views(con, params, root=Path(root).resolve(), absolute=True)
-    except BaseException:
-        con.close()
-        raise
-    return con
+    """The catalog's views over every set's tables, under :data:`MEMORY_LIMIT_MB`."""
+    return open_views(params, root=root, temp_dir=temp_dir, memory_limit_mb=MEMORY_LIMIT_MB)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.catalog import create_views
+from pipeline.catalog import open_views
 from pipeline.config import Params
 
 MEMORY_LIMIT_MB = 512  # DuckDB's limit for the sorts and joins; it spills to a temp folder past it
@@ -21,14 +21,8 @@ SNIPPET = 300  # characters of a completion or question shown in a list
 
 
 def open_tables(params: Params, *, root: Path, temp_dir: Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the catalog's views over every set's tables, under :data:`MEMORY_LIMIT_MB`."""
-    con = duckdb.connect(":memory:", config={"memory_limit": f"{MEMORY_LIMIT_MB}MB", "temp_directory": str(temp_dir)})
-    try:
-        create_views(con, params, root=Path(root).resolve(), absolute=True)
-    except BaseException:
-        con.close()
-        raise
-    return con
+    """The catalog's views over every set's tables, under :data:`MEMORY_LIMIT_MB`."""
+    return open_views(params, root=root, temp_dir=temp_dir, memory_limit_mb=MEMORY_LIMIT_MB)
 
 
 def _stable(v):
