@@ -26,7 +26,8 @@ import re
 
 DECIMAL = r"(?:\.\d+)?"  # an optional decimal part
 WRITTEN = r"\d[\d,]*" + DECIMAL  # digits and any commas, as written: 1,200 (and 12,34)
-STRICT = r"(?:\d{1,3}(?:,\d{3})+|\d+)" + DECIMAL  # commas only between groups of three: 1,200 or 1200
+GROUPED = r"\d{1,3}(?:,\d{3})+"  # a whole number with commas between groups of three: 1,200
+STRICT = r"(?:" + GROUPED + r"|\d+)" + DECIMAL  # commas only between groups of three: 1,200 or 1200
 PLAIN = r"\d+" + DECIMAL  # no separators
 NOT_INSIDE = r"(?<![\w.])"  # not the tail of a word, a name or a decimal
 NOT_CONTINUED = r"(?![\w]|[.,]\d)"  # not followed by a letter, or by more digits after a period or comma

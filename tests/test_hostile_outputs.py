@@ -18,6 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from publish_tables import PRIMARY, make_repo
+from test_hostile_paths import one_line_error, run
 
 from pipeline.catalog import VIEW_COMMENT, build_catalog, catalog_names, catalog_proof
 from pipeline.catalog_command import as_text_columns
@@ -32,17 +33,6 @@ from pipeline.rollout.prompts import load_template
 from pipeline.schema import schema
 
 SECRET = b"-----BEGIN PRIVATE KEY-----\nnot for the Hub\n"
-
-
-def run(root: Path, *args: str):
-    return CliRunner().invoke(cli, [*args, "--params", str(root / "params.yaml")])
-
-
-def one_line_error(res, *needles: str) -> None:
-    assert res.exit_code == 1, res.output
-    assert res.output.startswith("Error: ") and res.output.count("\n") == 1 and "Traceback" not in res.output, res.output
-    for n in needles:
-        assert n in res.output, res.output
 
 
 def edit_params(root: Path, edit) -> None:

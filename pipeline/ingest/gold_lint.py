@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from pipeline import numbers
 from pipeline.verify.gold_check import gold_parses
 
 __all__ = ["CHECKS", "Finding", "GoldCheck", "check", "lint_gold", "unusable"]
@@ -97,7 +98,7 @@ def _top_level_parts(gold: str) -> list[str]:
     return parts
 
 
-_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_THOUSANDS = re.compile("-?" + numbers.GROUPED + numbers.DECIMAL)
 
 
 def _unwrapped(gold: str) -> tuple[str, str] | None:
@@ -135,7 +136,7 @@ def _number(text: str) -> Fraction | None:
     t = re.sub(r"\\[dt]frac", r"\\frac", t)
     if m := re.fullmatch(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", t):
         return None if m.group(3) == "0" else Fraction(int(m.group(2)), int(m.group(3))) * (-1 if m.group(1) else 1)
-    if re.fullmatch(r"-?\d+(?:\.\d+)?", t):
+    if re.fullmatch("-?" + numbers.PLAIN, t):
         return Fraction(t)
     return None
 

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pipeline import numbers
 from pipeline.config import unknown_name
 from pipeline.gold import GoldError, last_boxed
 from pipeline.numbers import ANYWHERE
@@ -305,7 +306,7 @@ _STATES = re.compile(r"(?i)(?:\b(?:is|are|was|were|equals?|comes\s+to|totals?|ma
                      r"earns?|earned|pays?|paid|spends?|spent|needs?|gets?|got)\b|=)")
 _PLAN = re.compile(r"(?i)\b(?:let\s+me|let's|let\s+us|I\s+will|I'll|we\s+will|we'll|we\s+need|next|need\s+to|"
                    r"have\s+to|going\s+to|should\s+we)\b")
-_PROSE_VALUE = re.compile(r"\$(?:\\\$|[^$]){1,200}\$|\\?\$?-?\d[\d,]*(?:\.\d+)?")
+_PROSE_VALUE = re.compile(r"\$(?:\\\$|[^$]){1,200}\$|\\?\$?-?" + numbers.WRITTEN)
 _UNIT_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 # a word right before the value (not after "=") or among the words after it that makes the value part of a relation
 _RELATION_BEFORE = frozenset(("than", "of", "times", "by", "from", "plus", "minus", "and", "or", "over", "divided",
