@@ -13,6 +13,8 @@ processes the test starts (verify workers forked from passband's forkserver, a s
 from __future__ import annotations
 
 import contextlib
+import gc
+import time
 
 import psutil
 
@@ -34,3 +36,35 @@ def tree_cpu_s() -> float:
         with contextlib.suppress(psutil.Error):
             total += _seconds(child.cpu_times())
     return total
+
+
+BOUNDED_S = 3.0
+"""The CPU bound on one hostile input to a linear-time part (an extractor, a detector, a normaliser).
+
+It proves "bounded", not speed: the quadratic and exponential versions these inputs caught took 10 s to minutes.
+On this box each input takes 0.1-0.7 s; CI runners measured up to 4x that, so 1 s was a speed claim in disguise."""
+
+
+@contextlib.contextmanager
+def own_cpu():
+    """This process's CPU seconds over the block, with the cyclic garbage collector paused.
+
+    A collection that starts inside the block walks every object the test process holds (thousands of tests'
+    worth under xdist), a cost of the process's history, not of the code measured.
+
+        >>> with own_cpu() as spent:
+        ...     _ = sum(range(10**5))
+        >>> 0 <= spent() < 5.0
+        True
+    """
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    start = time.process_time()
+    end: list[float] = []
+    try:
+        yield lambda: (end[0] if end else time.process_time()) - start
+    finally:
+        end.append(time.process_time())
+        if enabled:
+            gc.enable()
