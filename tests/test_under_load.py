@@ -1,9 +1,12 @@
 """The timing-sensitive tests pass on a busy machine: the ones marked ``timing`` (bounds on CPU time, or ratios of
-one run) run in a child pytest beside two busy-loop processes, one per core of a 2-core box, as a build on a laptop
-or a shared CI runner would load it. A bound that only holds on a quiet machine fails here.
+one run) run in a child pytest beside a busy-loop process, while the suite's other xdist worker keeps the second core
+of a 2-core box busy, as a build on a laptop or a shared CI runner would load it. A bound that only holds on a quiet
+machine fails here.
 
-The heavy ones (also marked ``slow``: the verify pool, the hostile suite, a GRPO run) are left out to keep this
-test small; their bounds are of the same kinds (tests/test_suite_clock.py checks every CPU bound carries the mark).
+The heavy ones (also marked ``slow``: the verify pool, the hostile suite, a GRPO run) are left out, and of the
+detector bounds (one test per detector and adversarial text) only the costliest texts run, to keep this test small:
+the load it makes slows the rest of the suite too. Every timing test, under two busy loops, is the whole-suite check
+in docs/operations.md; tests/test_suite_clock.py checks every CPU bound carries the mark.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BUSY = "while True: pass"
+# of test_annotate_bounds' adversarial texts, the ones that cost the detectors most (0.2-0.7 s of CPU each)
+COSTLY_TEXTS = "equals or latex or power or flip or hashes"
 
 pytestmark = pytest.mark.slow
 
@@ -29,17 +34,17 @@ def _timing_files() -> list[str]:
 def test_the_timing_tests_pass_beside_two_busy_loops():
     files = _timing_files()
     assert len(files) >= 3, files
-    loops = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(2)]
+    loops = [subprocess.Popen([sys.executable, "-c", BUSY])]
     try:
         res = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider",
-                              "-m", "timing and not slow", *files], cwd=REPO, capture_output=True, text=True,
-                             timeout=1500)
+                              "-m", "timing and not slow", "-k", f"not adversarial_text or {COSTLY_TEXTS}", *files],
+                             cwd=REPO, capture_output=True, text=True, timeout=1500)
         busy = [p.poll() is None for p in loops]
     finally:
         for p in loops:
             p.kill()
             p.wait()
-    assert busy == [True, True]  # the load was there the whole run
+    assert busy == [True]  # the load was there the whole run
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     summary = res.stdout.strip().splitlines()[-1]
     passed = re.search(r"(\d+) passed", summary)
