@@ -33,7 +33,7 @@ import click
 import yaml
 
 from pipeline.annotate.detectors import DETECTORS
-from pipeline.annotate.flags import DETECTOR_ERROR
+from pipeline.annotate.flag_runner import DETECTOR_ERROR
 from pipeline.annotate.measured import MEASURED
 from pipeline.annotate.measured import measured as measured_flags
 from pipeline.annotate.quality import FlagQuality
@@ -238,7 +238,7 @@ class Block:
 
 BLOCKS: list[Block] = [
     Block("tables", "docs/tables.md", "schemas/*.yaml", lambda _: tables_markdown()),
-    Block("flags", "docs/flags.md", "pipeline/annotate/flags.py and flag_quality.yaml", lambda _: flags_markdown()),
+    Block("flags", "docs/flags.md", "pipeline/annotate/detectors/ and flag_quality.yaml", lambda _: flags_markdown()),
     Block("policies", "docs/verifier.md", "pipeline/verify/policies.py", policies_markdown),
     Block("config", "docs/configuration.md", "pipeline/config.py", lambda _: config_markdown()),
     Block("stages", "docs/stages.md", "dvc.yaml", lambda _: stages_markdown()),
