@@ -46,7 +46,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.engines.registry import Engine, EngineError, ModelSpec, Request, Sample, create_engine
+from pipeline.engines.registry import ENGINES, Engine, EngineError, ModelSpec, Request, Sample, create_engine, get_engine
 from pipeline.engines.vllm_env import allowed_cores, cpu_ranges
 
 _QUEUED_PER_REPLICA = 2
@@ -113,6 +113,7 @@ def cpu_bind(rank: int, threads: int, cores: Sequence[int]) -> list[int]:
     return [cores[(start + j) % n] for j in range(threads)]
 
 
+@ENGINES.register
 class RayEngine(Engine):
     name = "ray"
     Options = RayOptions
@@ -176,11 +177,12 @@ class RayEngine(Engine):
 
     def _replica_env(self, rank: int, gpus: float) -> dict[str, str]:
         """Environment for replica ``rank``: on CPU, its own slice of the cores when replicas share a machine."""
-        if gpus > 0 or self.options.replica_engine != "vllm":
+        bind_env = get_engine(self.options.replica_engine).cpu_bind_env
+        if gpus > 0 or bind_env is None:
             return {}
 
         cores = cpu_bind(rank, int(max(1, self.options.num_cpus)), allowed_cores())
-        return {"VLLM_CPU_OMP_THREADS_BIND": cpu_ranges(cores)}
+        return {bind_env: cpu_ranges(cores)}
 
     def _close(self) -> None:
         ray = self.__dict__.get("_ray")
