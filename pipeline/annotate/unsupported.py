@@ -30,7 +30,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from pipeline.annotate.arith import Statement, answer_value, numbers, question_numbers, show, statements
-from pipeline.annotate.detectors import Hit
+from pipeline.annotate.hit import Hit
 
 _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: at most ~130 MB of keys)
 

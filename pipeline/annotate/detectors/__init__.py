@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, create_model
 
+from pipeline.annotate.hit import Hit
 from pipeline.annotate.measured import measured
 from pipeline.config import ConfigError, Model, parse_options
 from pipeline.plugins import Registry
@@ -51,12 +52,6 @@ MARKERS = r"(?:answer|\\boxed|\\fbox|####)"
 
 class NoOptions(Model):
     pass
-
-
-@dataclass(frozen=True)
-class Hit:
-    score: float | None
-    evidence: str
 
 
 @dataclass(frozen=True)
