@@ -56,7 +56,7 @@ class Registry(Mapping[str, T], Generic[T]):
             check_name(name)
         except ValueError as exc:
             raise ConfigError(f"{self.what}: {exc}") from None
-        origin = origin or _origin(obj)
+        origin = origin or origin_of(obj)
         if name in self._items and self._origin[name] != origin:
             raise ConfigError(f"{self.what} {name!r} is defined twice: in {self._origin[name]} and in {origin}")
         self._items[name] = obj
@@ -83,7 +83,7 @@ class Registry(Mapping[str, T], Generic[T]):
         """Replace (or add) ``name`` whatever defined it: what a test's ``monkeypatch.setitem`` does."""
         self._ensure()
         self._items[name] = obj
-        self._origin.setdefault(name, _origin(obj))
+        self._origin.setdefault(name, origin_of(obj))
 
     def __delitem__(self, name: str) -> None:
         self._ensure()
@@ -138,7 +138,8 @@ class Registry(Mapping[str, T], Generic[T]):
             self._scanning = False
 
 
-def _origin(obj: Any) -> str:
+def origin_of(obj: Any) -> str:
+    """Where ``obj`` (a class or function) is defined: its module's file, else the module's name."""
     module = getattr(obj, "__module__", None) or type(obj).__module__
     file = getattr(sys.modules.get(module), "__file__", None)
     return file or module
@@ -205,4 +206,4 @@ def _import_file(spec: str, path: Path) -> None:
         raise ConfigError(f"plugins: {spec!r} failed to load: {type(exc).__name__}: {exc}") from None
 
 
-__all__ = ["YAML_LOADERS", "Registry", "load_plugins", "modules_in"]
+__all__ = ["YAML_LOADERS", "Registry", "load_plugins", "modules_in", "origin_of"]

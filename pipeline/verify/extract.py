@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pipeline import numbers
 from pipeline.gold import GoldError, last_boxed
 from pipeline.numbers import ANYWHERE
-from pipeline.plugins import Registry
+from pipeline.plugins import Registry, origin_of
 
 Extractor = Callable[[str], str | None]
 # the rules of this module, and a user's own (a plugin file calling register: docs/operations.md)
@@ -70,7 +70,7 @@ def register_detailed(name: str) -> Callable[[Detailed], Extractor]:
             return found[0] if found is not None else None
 
         plain.__doc__, plain.__name__ = fn.__doc__, fn.__name__
-        EXTRACTORS.add(name, plain, origin=fn.__module__)
+        EXTRACTORS.add(name, plain, origin=origin_of(fn))
         _DETAILED[name] = fn
         return plain
 

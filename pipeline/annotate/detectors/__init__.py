@@ -33,7 +33,7 @@ from pydantic import BaseModel, create_model
 from pipeline.annotate.hit import Hit
 from pipeline.annotate.measured import measured
 from pipeline.config import ConfigError, Model, parse_options
-from pipeline.plugins import Registry
+from pipeline.plugins import Registry, origin_of
 from pipeline.sqltext import sql_literal
 
 KINDS = ("risk", "shortcut", "degeneracy")
@@ -105,7 +105,7 @@ def register(name: str, *, kind: str, where: str, label: str | None = None, opti
 
     def deco(fn: Callable[[dict, Any], Hit | None]) -> Callable:
         DETECTORS.add(name, Detector(name, kind, where, fn, (fn.__doc__ or "").strip(), score_sql, evidence_sql, side,
-                                     scan, label, options), origin=getattr(fn, "__module__", None))
+                                     scan, label, options), origin=origin_of(fn))
         return fn
 
     return deco
