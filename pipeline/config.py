@@ -371,7 +371,8 @@ class AnnotateConfig(Model):
                                                                           "success TRL's GRPO amplifies by 2.47; "
                                                                           "docs/flags.md)")
     flags: list[Name] | None = Field(None, description="detectors to run (None: all registered)")
-    options: dict[str, Any] = Field(default_factory=dict, description="the detectors' knobs (FlagOptions, docs/flags.md)")
+    options: dict[str, Any] = Field(default_factory=dict,
+                                    description="the detectors' knobs (each declared in its file, docs/flags.md)")
     memory_limit_mb: int = Field(512, ge=64, description="DuckDB's memory limit for the annotate queries (it spills past it)")
     gold_suspicion_threshold: float = Field(
         0.5, gt=0, le=1, description="difficulty.gold_suspect is gold_suspicion at or above this: the posterior "
