@@ -43,11 +43,12 @@ from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipeline.config import Model
 from pipeline.engines.registry import ENGINES, Engine, EngineError, ModelSpec, Request, Sample, create_engine, get_engine
 from pipeline.engines.vllm_env import allowed_cores, cpu_ranges
+from pipeline.errors import PassbandError
 
 _QUEUED_PER_REPLICA = 2
 
@@ -80,6 +81,15 @@ class RayOptions(Model):
     log_to_driver: bool = Field(False, description="show the replicas' logs (engine logs are quiet by default)")
     replica_engine: str = Field("vllm", description="the engine each replica runs (vllm; fake in tests)")
     replica_options: dict[str, Any] = Field(default_factory=dict, description="that engine's options")
+
+    @field_validator("replica_engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        try:
+            get_engine(v)
+        except PassbandError as exc:  # a ValueError, so the params error names the key
+            raise ValueError(str(exc)) from None
+        return v
 
 
 class _Replica:
