@@ -49,6 +49,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from peak import own_peak_mib  # noqa: E402
 
+from pipeline.annotate.detectors import DETECTORS, names_of_kind  # noqa: E402
+
 PARAMS = {"ingest": {"sources": [{"name": "t", "kind": "synthetic"}]}, "policies": {"p": {"model": "embedded"}},
           "rollout": {"policies": ["p"]}}
 
@@ -185,9 +187,8 @@ RAW_HITS = f"""COPY (
 RAW_FLAGS = """COPY (SELECT problem_id, policy_id, sample_idx, flag, score, evidence FROM '{tmp}/hits.parquet'
   ORDER BY problem_id, policy_id, sample_idx, flag) TO '{out}/raw-flags.parquet' (FORMAT parquet, COMPRESSION zstd)"""
 
-_FLAG_NAMES = ("rare_success", "truncated", "answer_in_question", "computation_skip", "answer_repetition",
-               "repetition_loop", "multiple_answers", "answer_flip", "unsupported_answer")
-_SHORTCUTS = "'answer_repetition', 'computation_skip', 'answer_in_question', 'multiple_answers', 'unsupported_answer'"
+_FLAG_NAMES = tuple(DETECTORS)  # the stage's flags, in its order (the raw baseline writes the same flag_rates)
+_SHORTCUTS = ", ".join(f"'{f}'" for f in names_of_kind("shortcut"))
 RAW_DIFFICULTY = f"""COPY (
   WITH a AS (
     SELECT v.problem_id, v.policy_id, count(*) AS n, count(*) FILTER (WHERE v.status = 'correct') AS n_correct,

@@ -22,6 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pipeline.annotate.detectors import DETECTORS  # noqa: E402
 from pipeline.annotate.measured import MEASURED  # noqa: E402
 from pipeline.annotate.quality import (  # noqa: E402
     FLAG_LABEL,
@@ -34,16 +35,15 @@ from pipeline.annotate.quality import (  # noqa: E402
 )
 from pipeline.config import AnnotateConfig  # noqa: E402
 
-SWEEPS = {  # FlagOptions knob -> values tried (the default first)
+SWEEPS = {  # detector knob (annotate.options) -> values tried (the default first)
     "unsupported_setup": [True, False],
     "computation_skip_ratio": [0.67, 0.34, 0.5, 1.0],
     "answer_repetition_min": [3, 2, 4],
     "line_repetition_min": [3, 2, 4],
     "loop_max_distinct_ratio": [0.5, 0.3, 0.7],
 }
-KNOB_FLAG = {"unsupported_setup": "unsupported_answer", "computation_skip_ratio": "computation_skip",
-             "answer_repetition_min": "answer_repetition",
-             "line_repetition_min": "answer_repetition", "loop_max_distinct_ratio": "repetition_loop"}
+# each knob's detector, read from the detector files (a knob is declared by the one detector it tunes)
+KNOB_FLAG = {knob: name for name, d in DETECTORS.items() for knob in d.Options.model_fields}
 
 
 def main() -> None:

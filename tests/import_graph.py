@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The root package's __init__ (a docstring and the version string) runs for every module below it;
 # it counts only where a module imports a name from it (publish writes the version into its card).
 ROOT_PACKAGE = "pipeline"
-# A registry's lazy entry: "pipeline.engines.fake:FakeEngine", "pipeline.verify._preload".
+# A module named by string: "pipeline.verify._preload"; a registry's folder: "pipeline.engines" (every module in it).
 MODULE_STRING = re.compile(r"(pipeline(?:\.\w+)+)(?::\w+)?")
 
 
@@ -50,7 +50,17 @@ def imported_names(name: str, root: Path = REPO) -> frozenset[str]:
                 out.add(source)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := MODULE_STRING.fullmatch(node.value)):
             out.add(m.group(1))
+            out |= folder_modules(m.group(1), root)
     return frozenset(out)
+
+
+def folder_modules(name: str, root: Path = REPO) -> set[str]:
+    """A package named by string is a registry's folder (``Registry(..., package="pipeline.engines")``): the
+    registry imports every module in it, so each counts as loaded."""
+    path = module_file(name, root)
+    if path is None or path.name != "__init__.py":
+        return set()
+    return {f"{name}.{p.stem}" for p in path.parent.glob("*.py") if not p.name.startswith("_")}
 
 
 def with_packages(name: str) -> list[str]:

@@ -9,8 +9,7 @@ import duckdb
 import pytest
 
 from pipeline.annotate.arith import answer_value, computes, evaluate, statements
-from pipeline.annotate.detectors import DETECTORS
-from pipeline.annotate.flags import FlagOptions
+from pipeline.annotate.detectors import DETECTORS, flag_options_model
 from pipeline.annotate.unsupported import check_working
 
 
@@ -62,7 +61,7 @@ def test_the_sql_shortcut_decides_only_rows_the_python_check_passes(setup):
     con = duckdb.connect()
     con.execute("CREATE TABLE t (status VARCHAR, extracted VARCHAR, completion VARCHAR, question VARCHAR)")
     con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows)
-    opts = FlagOptions(unsupported_setup=setup)
+    opts = flag_options_model()(unsupported_setup=setup)
     where = DETECTORS["unsupported_answer"].where_sql(opts)
     decided = con.execute(f"SELECT completion, extracted, question, NOT ({where}) FROM t").fetchall()
     assert sum(d for *_, d in decided) > 100  # the shortcut is used

@@ -24,8 +24,8 @@ from cpu_clock import BOUNDED_S, own_cpu, tree_cpu_s
 from pipeline.annotate import annotate_tables, run
 from pipeline.annotate import core as annotate_core
 from pipeline.annotate.arith import MAX_DIGITS, _evaluate_tokens, evaluate, show, statements
-from pipeline.annotate.detectors import DETECTORS
-from pipeline.annotate.flags import DETECTOR_ERROR, FlagOptions
+from pipeline.annotate.detectors import DETECTORS, flag_options_model
+from pipeline.annotate.flag_runner import DETECTOR_ERROR
 from pipeline.cli import cli
 from pipeline.config import AnnotateConfig, load_params
 from pipeline.io import read_table, write_table
@@ -92,7 +92,7 @@ def test_the_reproductions_finish_through_the_stage_with_their_records(tmp_path)
 
 
 def test_a_detector_that_raises_is_a_recorded_row_and_counted(tmp_path, monkeypatch):
-    def boom(row: dict, opts: FlagOptions):
+    def boom(row: dict, opts):
         if "loop loop" in row["completion"]:
             raise RecursionError("maximum recursion depth exceeded")
         return DETECTORS_BEFORE["repetition_loop"].detect(row, opts)
@@ -150,7 +150,7 @@ def warm_detectors() -> None:
     CPU), which is start-up, not the cost of the text the bound is about."""
     text = r"$\sqrt{2} \cdot 2^{3} = 4$. $\frac{1}{2} + (3) = 5$. The answer is \boxed{5}."
     for detector in DETECTORS.values():
-        detector.detect({**ROW, "completion": text, "steps": 2}, FlagOptions())
+        detector.detect({**ROW, "completion": text, "steps": 2}, flag_options_model()())
 
 
 @pytest.mark.timing
@@ -160,7 +160,7 @@ def test_every_detector_is_bounded_on_adversarial_text(warm_detectors, name, cas
     text = ADVERSARIAL[case]
     row = {**ROW, "completion": text, "steps": text.count("=")}
     with own_cpu() as spent:
-        DETECTORS[name].detect(row, FlagOptions())  # no exception
+        DETECTORS[name].detect(row, flag_options_model()())  # no exception
     assert spent() < BOUNDED_S, f"{name} on {case}"  # each took 10 s to minutes (or raised) before
 
 

@@ -13,17 +13,16 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from pipeline.annotate.detectors import DETECTORS, get_detectors
-from pipeline.annotate.flags import (
+from pipeline.annotate.detectors import DETECTORS, SIDE_COLUMNS, flag_options_model, get_detectors
+from pipeline.annotate.flag_runner import (
     SAMPLE_COLUMNS,
-    SIDE_COLUMNS,
-    FlagOptions,
     candidate_sql,
     run_detectors,
     steps,
 )
 from pipeline.config import ConfigError
 
+FlagOptions = flag_options_model()  # every detector's knobs, their defaults
 GOLDEN = yaml.safe_load((Path(__file__).parent / "data/flags_golden.yaml").read_text())
 CASES = GOLDEN["cases"]
 TYPES = {"sample_idx": pa.int64(), "n_tokens": pa.int64(), "n": pa.int64(), "n_correct": pa.int64(), "steps": pa.int64(),
@@ -85,7 +84,7 @@ def test_scan_uses_only_its_side_and_holds_wherever_where_does(name):
 
 
 def test_candidate_keys_cover_the_full_scan():
-    from pipeline.annotate.flags import candidate_keys_sql
+    from pipeline.annotate.flag_runner import candidate_keys_sql
 
     rows = [{**_row(c), "sample_idx": i} for i, c in enumerate(CASES)]
     con = duckdb.connect()
@@ -104,7 +103,7 @@ def test_runner_counts_and_batches():
     con = duckdb.connect()
     con.register("samples", pa.table(cols))
     dets, opts = get_detectors(None), FlagOptions()
-    from pipeline.annotate.flags import FlagCounts
+    from pipeline.annotate.flag_runner import FlagCounts
 
     counts = FlagCounts({}, {})
     batches = con.sql(candidate_sql(dets, opts)).to_arrow_reader(7)
@@ -116,7 +115,7 @@ def test_runner_counts_and_batches():
 
 
 def test_steps_sql_matches_python():
-    from pipeline.annotate.flags import REF_STEPS_SQL, STEPS_SQL
+    from pipeline.annotate.flag_runner import REF_STEPS_SQL, STEPS_SQL
 
     texts = ["48/2 = <<48/2=24>>24 clips. 48 + 24 = <<48+24=72>>72\n#### 72", "a = b = c", "no steps", ""]
     con = duckdb.connect()
@@ -133,7 +132,7 @@ def test_unknown_detector():
 
 @pytest.mark.parametrize("name", [n for n, d in DETECTORS.items() if d.sql_only])
 def test_sql_only_detectors_agree_with_their_python_reference(name):
-    from pipeline.annotate.flags import sql_hits_sql
+    from pipeline.annotate.flag_runner import sql_hits_sql
 
     det, opts = DETECTORS[name], FlagOptions()
     cases = [_row(c) for c in CASES if c["detector"] == name and c["fires"]]

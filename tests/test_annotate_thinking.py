@@ -28,7 +28,7 @@ def test_module_examples():
 
 
 def test_answers_in_text_order():
-    from pipeline.annotate.flags import answers_in_order
+    from pipeline.annotate.detectors.answer_flip import answers_in_order
 
     text = r"The answer is \boxed{5}. Then 3 + 4 = 7, so the answer is 7. Finally \boxed{\frac{1}{2}} #### 9" + "\nAnswer: 10"
     assert answers_in_order(text) == ["5", "7", r"\frac{1}{2}", "9", "10"]  # stated_answers: boxes first

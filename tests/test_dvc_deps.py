@@ -40,6 +40,7 @@ DATA_READERS: dict[str, tuple[str, ...]] = {
     "pipeline/catalog.py": ("pipeline/views",),
     "pipeline/annotate/quality.py": ("pipeline/annotate/flag_quality.yaml",),
     "pipeline/reformulate/llm_backward.py": ("pipeline/reformulate/prompts",),
+    "pipeline/ingest/presets/__init__.py": ("pipeline/ingest/presets",),
     "pipeline/report/site.py": ("pipeline/report/assets",),
 }
 # --- what a stage needs -------------------------------------------------------------------------
@@ -233,6 +234,24 @@ def test_the_walk_follows_imports_inside_functions_relative_imports_and_registry
     got = loaded_modules("pipeline.stage.command", root=tmp_path)
     assert got == {"pipeline.stage", "pipeline.stage.command", "pipeline.stage.core", "pipeline.stage.helpers",
                    "pipeline.engines", "pipeline.engines.fake", "pipeline.errors"}
+
+
+def test_a_registry_folder_named_by_string_loads_every_module_in_it(tmp_path):
+    files = {
+        "pipeline/__init__.py": "",
+        "pipeline/stage/__init__.py": "",
+        "pipeline/stage/core.py": "DETECTORS = Registry('flag detector', package='pipeline.stage.detectors')\n",
+        "pipeline/stage/detectors/__init__.py": "",
+        "pipeline/stage/detectors/one.py": "from pipeline.errors import PassbandError\n",
+        "pipeline/stage/detectors/two.py": "",
+        "pipeline/errors.py": "class PassbandError(Exception): ...\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert loaded_modules("pipeline.stage.core", root=tmp_path) == {
+        "pipeline.stage", "pipeline.stage.core", "pipeline.stage.detectors", "pipeline.stage.detectors.one",
+        "pipeline.stage.detectors.two", "pipeline.errors"}
 
 
 def test_the_cover_check_sees_a_missing_dep():

@@ -63,7 +63,7 @@ def test_the_flags_table_lists_every_flag_with_the_measured_figures():
     import yaml
 
     from pipeline.annotate.detectors import DETECTORS
-    from pipeline.annotate.flags import DETECTOR_ERROR
+    from pipeline.annotate.flag_runner import DETECTOR_ERROR
 
     body = docs.flags_markdown()
     rows = {m[1]: m[0] for m in re.finditer(r"^\| `(\w+)` \|.*$", body, flags=re.M)}

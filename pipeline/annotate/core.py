@@ -5,7 +5,7 @@ The core works on a DuckDB connection that has the input tables as views (``verd
 files. Everything row-wise runs inside DuckDB, streaming and under its memory limit; Python
 only sees (a) the distinct (n, n_correct) pairs, whose statistics it computes once each
 (:mod:`pipeline.stats`, :mod:`pipeline.bands`), and (b) the candidate rows
-of each flag detector (:mod:`pipeline.annotate.flags`). One real difficulty row::
+of each flag detector (:mod:`pipeline.annotate.detectors`). One real difficulty row::
 
     "What is 52 - 27?"  n 8, n_correct 1, pass_rate 0.125, ci [0.014, 0.454], band too_hard,
     band_confidence 0.66, pass_at_k {1: 0.125, 2: 0.25, 4: 0.5, 8: 1.0}, learnability 0.109
@@ -21,19 +21,20 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from pipeline.annotate import gold_suspicion
+from pipeline.annotate.detectors import flag_options as detector_options
 from pipeline.annotate.detectors import get_detectors
-from pipeline.annotate.flags import (
+from pipeline.annotate.flag_runner import (
     HITS_SCHEMA,
     REF_STEPS_SQL,
     STEPS_SQL,
     Detector,
     FlagCounts,
-    FlagOptions,
     candidate_keys_sql,
     candidate_sql,
     run_detectors,
@@ -41,14 +42,15 @@ from pipeline.annotate.flags import (
     sql_literal,
 )
 from pipeline.bands import assign_band, band_confidence
-from pipeline.config import AnnotateConfig, parse_options
+from pipeline.config import AnnotateConfig
 from pipeline.schema import schema
 from pipeline.stats import group_stats
 
 
-def flag_options(config: AnnotateConfig) -> FlagOptions:
-    return parse_options(FlagOptions, {**config.options, "rare_success_max_pass_rate": config.rare_success_max_pass_rate},
-                         where="annotate.options")
+def flag_options(config: AnnotateConfig) -> Any:
+    """The detectors' knobs: ``annotate.options``, and rare_success's threshold from its own key."""
+    return detector_options({**config.options, "rare_success_max_pass_rate": config.rare_success_max_pass_rate},
+                            where="annotate.options")
 
 
 @dataclass
@@ -59,7 +61,7 @@ class Annotation:
     config: AnnotateConfig
     verifier_id: str
     detectors: list[Detector]
-    opts: FlagOptions
+    opts: Any  # the detectors' knobs (pipeline.annotate.detectors.flag_options_model)
     counts: FlagCounts = field(default_factory=lambda: FlagCounts({}, {}))
 
     @property

@@ -23,7 +23,7 @@ import pyarrow as pa
 import yaml
 
 from pipeline.annotate.core import annotate_tables
-from pipeline.annotate.detectors import DETECTORS
+from pipeline.annotate.detectors import DETECTORS, labels
 from pipeline.annotate.measured import LabelsError
 from pipeline.config import AnnotateConfig, VerifyConfig
 from pipeline.stats import wilson
@@ -31,16 +31,9 @@ from pipeline.verify.core import verify
 
 # the labels a reader gives (docs/flags.md, "Labelling guide"), each a boolean
 LABELS = ("correct", "unsupported", "hedged", "repetition", "copied", "truncated")
-# the label each flag claims; rare_success is a risk (the group's pass rate), which no reading of one completion decides
-FLAG_LABEL = {
-    "unsupported_answer": "unsupported",
-    "computation_skip": "unsupported",
-    "answer_in_question": "copied",
-    "multiple_answers": "hedged",
-    "answer_repetition": "repetition",
-    "repetition_loop": "repetition",
-    "truncated": "truncated",
-}
+# the label each flag claims, read from its detector file; rare_success is a risk (the group's pass rate), which no
+# reading of one completion decides, so it claims none
+FLAG_LABEL = labels()
 FIELDS = ("id", "source", "question", "gold", "solution", "completion", "n_tokens", "finish_reason", "final_answer",
           *LABELS, "note")
 LABELLED_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "flag_labels.jsonl"

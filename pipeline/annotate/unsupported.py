@@ -30,8 +30,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from pipeline.annotate.arith import Statement, answer_value, numbers, question_numbers, show, statements
-from pipeline.annotate.flags import Detector, FlagOptions, Hit, registrar
-from pipeline.numbers import IN_TEXT_SQL
+from pipeline.annotate.hit import Hit
 
 _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: at most ~130 MB of keys)
 
@@ -105,34 +104,3 @@ def _combos(a: Fraction, b: Fraction) -> set[Fraction]:
 
 def _mentions(text: str, value: Fraction) -> bool:
     return value in numbers(text)
-
-
-# The commonest correct completion, "52 - 27 = 25. The answer is 25." with true arithmetic and every number of the
-# question an operand (or the setup check off), never fires: SQL decides it, so that only the other correct rows reach
-# Python (the stage streams every candidate row through it). tests/test_annotate_arith.py checks the two agree.
-_SHAPE = r"^\s*(\d{{1,9}}) ([-+*]) (\d{{1,9}}) = (\d{{1,12}})\. The answer is (\d{{1,12}})\.\s*$"
-_M = f"regexp_extract(completion, '{_SHAPE}', ['a', 'op', 'b', 'c', 'd'])"
-_QNUMS_SQL = f"list_transform(regexp_extract_all(question, '{IN_TEXT_SQL}'), lambda x: replace(x, ',', ''))"
-_N = {k: f"TRY_CAST({_M}.{k} AS HUGEINT)" for k in "abc"}
-SIMPLE_TRUE_SQL = (f"coalesce({_M}.c = {_M}.d AND {_N['c']} = CASE {_M}.op WHEN '+' THEN {_N['a']} + {_N['b']}"
-                   f" WHEN '-' THEN {_N['a']} - {_N['b']} WHEN '*' THEN {_N['a']} * {_N['b']} END, false)")
-
-
-# the detectors defined in this module (pipeline.annotate.detectors.DETECTORS is the registry)
-UNSUPPORTED_DETECTORS: dict[str, Detector] = {}
-register = registrar(UNSUPPORTED_DETECTORS)
-
-
-@register("unsupported_answer", kind="shortcut", side="verdicts", scan="status = 'correct' AND extracted IS NOT NULL",
-          where=f"status = 'correct' AND extracted IS NOT NULL AND NOT ({SIMPLE_TRUE_SQL} AND (NOT {{opts.unsupported_setup}}"
-                f" OR list_has_all([{_M}.a, {_M}.b], {_QNUMS_SQL})))")
-def unsupported_answer(row: dict, opts: FlagOptions) -> Hit | None:
-    """A correct final answer that the completion's own working does not produce.
-
-    Every arithmetic statement is evaluated exactly: fires on a false one ("21 - 15 = 3 is false (6)"),
-    or when no true computation gives the answer although it is not a number of the question.
-    Score: the number of false statements (0 when the working is missing or not arithmetic).
-    """
-    if row.get("status") != "correct" or row.get("extracted") is None:  # the rule is whole without its SQL prefilter
-        return None
-    return check_working(row["completion"], row["extracted"], row["question"], setup=opts.unsupported_setup)

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.engines.registry import Engine, EngineError, Prompt, Request, Sample
+from pipeline.engines.registry import ENGINES, Engine, EngineError, Prompt, Request, Sample
 
 _QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\?|reads: \"(\d+) ([-+*]) (\d+) = x\.\"")
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
@@ -61,6 +61,7 @@ def fake_completion(prompt: Prompt, seed: int, *, temperature: float, correct_ra
     return f" {a} {op} {b} = {value}. The answer is {value}."
 
 
+@ENGINES.register
 class FakeEngine(Engine):
     name = "fake"
     Options = FakeOptions

@@ -32,13 +32,15 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.engines.registry import Engine, EngineError, Request, Sample
+from pipeline.engines.registry import ENGINES, Engine, EngineError, Request, Sample
+
+if TYPE_CHECKING:  # httpx is imported where a request is made: the folder scan that finds the engines stays cheap
+    import httpx
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _FINISH = {"stop": "stop", "length": "length", "eos": "stop"}
@@ -79,6 +81,7 @@ class _Server:
     down_until: float = 0.0
 
 
+@ENGINES.register
 class OpenAIEngine(Engine):
     name = "openai"
     Options = OpenAIOptions
@@ -119,6 +122,8 @@ class OpenAIEngine(Engine):
         self.servers_down = down
 
     def _wait_for(self, base: str, deadline: float) -> None:
+        import httpx
+
         opts: OpenAIOptions = self.options
         url = base + "/models"
         last: Exception | str = "no attempt"
@@ -161,6 +166,8 @@ class OpenAIEngine(Engine):
         return min(healthy, key=lambda s: (s.inflight, s.posts))
 
     async def _one(self, clients: dict[str, httpx.AsyncClient], request: Request, i: int) -> Sample:
+        import httpx
+
         opts: OpenAIOptions = self.options
         path, body = self.body(request, request.seeds[i])
         for attempt in range(opts.max_retries + 1):
@@ -201,6 +208,8 @@ class OpenAIEngine(Engine):
         return Sample(request.id, i, request.seeds[i], text or "", n_tokens, finish)
 
     async def _produce(self, requests: Sequence[Request], out: queue.Queue, state: dict[str, Any]) -> None:
+        import httpx
+
         opts: OpenAIOptions = self.options
         work: asyncio.Queue = asyncio.Queue()
         for req in requests:

@@ -43,11 +43,12 @@ from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipeline.config import Model
-from pipeline.engines.registry import Engine, EngineError, ModelSpec, Request, Sample, create_engine
+from pipeline.engines.registry import ENGINES, Engine, EngineError, ModelSpec, Request, Sample, create_engine, get_engine
 from pipeline.engines.vllm_env import allowed_cores, cpu_ranges
+from pipeline.errors import PassbandError
 
 _QUEUED_PER_REPLICA = 2
 
@@ -81,6 +82,15 @@ class RayOptions(Model):
     replica_engine: str = Field("vllm", description="the engine each replica runs (vllm; fake in tests)")
     replica_options: dict[str, Any] = Field(default_factory=dict, description="that engine's options")
 
+    @field_validator("replica_engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        try:
+            get_engine(v)
+        except PassbandError as exc:  # a ValueError, so the params error names the key
+            raise ValueError(str(exc)) from None
+        return v
+
 
 class _Replica:
     """One Ray actor: an engine of its own, started in ``__init__``."""
@@ -113,6 +123,7 @@ def cpu_bind(rank: int, threads: int, cores: Sequence[int]) -> list[int]:
     return [cores[(start + j) % n] for j in range(threads)]
 
 
+@ENGINES.register
 class RayEngine(Engine):
     name = "ray"
     Options = RayOptions
@@ -176,11 +187,12 @@ class RayEngine(Engine):
 
     def _replica_env(self, rank: int, gpus: float) -> dict[str, str]:
         """Environment for replica ``rank``: on CPU, its own slice of the cores when replicas share a machine."""
-        if gpus > 0 or self.options.replica_engine != "vllm":
+        bind_env = get_engine(self.options.replica_engine).cpu_bind_env
+        if gpus > 0 or bind_env is None:
             return {}
 
         cores = cpu_bind(rank, int(max(1, self.options.num_cpus)), allowed_cores())
-        return {"VLLM_CPU_OMP_THREADS_BIND": cpu_ranges(cores)}
+        return {bind_env: cpu_ranges(cores)}
 
     def _close(self) -> None:
         ray = self.__dict__.get("_ray")

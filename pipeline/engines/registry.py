@@ -12,14 +12,14 @@ in the batch. ``stream()`` yields each :class:`Sample` as soon as it is finished
 rollout stage uses, to write shards while the engine keeps running); ``generate()`` collects
 them in request order.
 
-Engines are registered by dotted path and imported only when used, so nothing here imports
-vLLM. Each engine declares an ``Options`` model (its knobs under
-``rollout.engine_options.<name>`` in params.yaml); unknown options are errors.
+An engine is one module of this folder (or a user's plugin file: docs/operations.md), a subclass of
+:class:`Engine` decorated with ``@ENGINES.register``, with its ``name`` and an ``Options`` model (its knobs
+under ``rollout.engine_options.<name>`` in params.yaml; unknown options are errors). An engine module imports
+its heavy library (vLLM, Ray) inside its methods, so the folder scan that finds the engines stays cheap.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,19 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.config import Model, SamplingConfig, parse_options, unknown_name
+from pipeline.config import Model, SamplingConfig, parse_options
 from pipeline.errors import PassbandError
+from pipeline.plugins import Registry
 
 FINISH_REASONS = ("stop", "length")
-
-# name -> "module:Class"
-ENGINES: dict[str, str] = {
-    "vllm": "pipeline.engines.vllm_engine:VLLMEngine",
-    "openai": "pipeline.engines.openai_engine:OpenAIEngine",
-    "ray": "pipeline.engines.ray_engine:RayEngine",
-    "fake": "pipeline.engines.fake:FakeEngine",
-}
-
 
 class EngineError(PassbandError):
     """An engine failed to start or to generate (the message names the request)."""
@@ -111,6 +103,9 @@ class Engine(ABC):
 
     name: ClassVar[str] = "?"
     Options: ClassVar[type[Model]] = NoOptions
+    # the environment variable through which the engine binds its CPU threads to cores (vLLM's CPU build), so a
+    # scale-out wrapper (ray) can give each replica its own slice of the cores; None: the engine binds nothing
+    cpu_bind_env: ClassVar[str | None] = None
 
     model: ModelSpec
     options: Any = None
@@ -179,12 +174,12 @@ class Engine(ABC):
         return sorted(self.stream(requests), key=lambda s: (order[s.request_id], s.index))
 
 
+ENGINES: Registry[type[Engine]] = Registry("engine", package="pipeline.engines")
+
+
 def get_engine(name: str) -> type[Engine]:
     """The engine class registered as ``name``; an unknown name lists the known ones."""
-    if name not in ENGINES:
-        raise unknown_name("engine", name, ENGINES)
-    module, attr = ENGINES[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    return ENGINES.lookup(name)
 
 
 def create_engine(name: str, model: ModelSpec, options: dict[str, Any] | None = None, *, root: Path = Path(".")) -> Engine:

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from pipeline.config import Model
 from pipeline.engines import watchdog
-from pipeline.engines.registry import Engine, EngineError, Request, Sample
+from pipeline.engines.registry import ENGINES, Engine, EngineError, Request, Sample
 from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env, configure_logging, output_to, verbose
 
 
@@ -57,9 +57,11 @@ def runs_in_process(opts: VLLMOptions) -> bool:
     return opts.in_process and "distributed_executor_backend" not in kw and kw.get("tensor_parallel_size", 1) == 1
 
 
+@ENGINES.register
 class VLLMEngine(Engine):
     name = "vllm"
     Options = VLLMOptions
+    cpu_bind_env = "VLLM_CPU_OMP_THREADS_BIND"
 
     def _start(self) -> None:
         opts: VLLMOptions = self.options

@@ -26,17 +26,19 @@ from typing import Any
 import pyarrow as pa
 from pydantic import Field
 
-from pipeline.config import ConfigError, Model, SourceConfig, parse_options, unknown_name
+from pipeline.config import ConfigError, Model, SourceConfig, parse_options
 from pipeline.errors import PassbandError
 from pipeline.ingest import arrow_rows, paths
 from pipeline.ingest.arrow_rows import ValueCap
 from pipeline.ingest.presets import Preset, get_preset
 from pipeline.ingest.records import Limits, RawReject, RawRow
 from pipeline.ingest.synthetic import SyntheticOptions, generate
+from pipeline.plugins import Registry
 
 Record = RawRow | RawReject
 SourceFn = Callable[..., Iterator[Record]]
-SOURCES: dict[str, SourceFn] = {}
+# the readers of this module, and a user's own (a plugin file calling register: docs/operations.md)
+SOURCES: Registry[SourceFn] = Registry("source kind")
 
 PROBLEM_FIELDS = ("id", "question", "answer", "solution", "subject", "level", "source_difficulty")
 GOLD_FROM = ("answer", "gsm8k", "boxed")
@@ -49,18 +51,12 @@ class SourceError(PassbandError):
 
 
 def register(name: str) -> Callable[[SourceFn], SourceFn]:
-    def deco(fn: SourceFn) -> SourceFn:
-        SOURCES[name] = fn
-        return fn
-
-    return deco
+    """Decorator: register ``fn(cfg, *, root, limits) -> Iterator[Record]`` as the source kind ``name``."""
+    return SOURCES.register(name=name)
 
 
 def get_source(kind: str) -> SourceFn:
-    try:
-        return SOURCES[kind]
-    except KeyError:
-        raise unknown_name("source kind", kind, SOURCES) from None
+    return SOURCES.lookup(kind)
 
 
 def read_source(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.annotate.core import annotate_tables
+from pipeline.annotate.detectors import labels
 from pipeline.annotate.quality import LABELLED_SET, load_labels, measure
 from pipeline.config import AnnotateConfig, Params
 from pipeline.io import atomic_write_text, read_table, write_json
@@ -36,7 +37,8 @@ from pipeline.probe.stage import inputs, probe_dir, prompt_text
 from pipeline.tablesets import table_set
 from pipeline.verify.core import source_digest
 
-SHORTCUT_FLAGS = ("unsupported_answer", "computation_skip")
+# the text flags that claim the "unsupported" label (read from their detector files): the weak labels the probe learns
+SHORTCUT_FLAGS = tuple(f for f, label in labels().items() if label == "unsupported")
 
 
 @dataclass

@@ -11,7 +11,8 @@ The folder::
     exports/openrlhf/<config>/<split>.jsonl, exports/openrlhf/reward_func.py
     licenses/<kind>.LICENSE.txt   the sources' own license texts (MIT asks for them in every copy)
 
-Licenses come from the sources, never invented: ``publish.licenses`` maps a source *kind* to a
+Licenses come from the sources, never invented: a source with a preset carries the preset's own
+license (its YAML file, from the dataset's Hub card); else ``publish.licenses`` maps a source *kind* to a
 Hub license id; where the source file has a ``LICENSE`` beside it, the text is copied into the
 folder and checked against that id (or, for a kind not mapped, recognised: MIT, Apache-2.0).
 A kind neither mapped nor recognised is ``unknown``, and the card says so. Synthetic items are

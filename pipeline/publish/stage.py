@@ -18,6 +18,7 @@ import yaml
 from pipeline import __version__
 from pipeline.bands import LEARNABLE
 from pipeline.config import ConfigError, Params
+from pipeline.ingest.presets import get_preset
 from pipeline.io import follow_umask, path_in, read_plain_file, read_table, swap_dirs
 from pipeline.keys import canonical_json
 from pipeline.ownership import check_target, published_proof, remove_tree
@@ -172,15 +173,18 @@ class SourceLicense:
 
 
 def source_licenses(params: Params, *, root: Path) -> list[SourceLicense]:
-    """Each source's license: publish.licenses[kind], checked against a recognised LICENSE text beside the
-    source's file; without a mapping, the recognised text's; without either, ``unknown``.
+    """Each source's license: its preset's own (a preset names one dataset, so its license wins), else
+    publish.licenses[kind]; checked against a recognised LICENSE text beside the source's file; without either, the
+    recognised text's; without any, ``unknown``.
 
     The LICENSE is copied into the published folder (and pushed), so it must be a regular file in the source's
     folder, not a symbolic link or a hard link (planted in a shared folder, either would publish another file),
     of at most :data:`LICENSE_MAX_BYTES`; else a one-line error before any work."""
     out = []
     for src in params.ingest.sources:
-        lic = params.publish.licenses.get(src.kind)
+        preset = get_preset(src.preset).license if src.preset else None
+        lic = preset or params.publish.licenses.get(src.kind)
+        given = f"source preset {src.preset!r}'s license" if preset else f"publish.licenses for source kind {src.kind!r}"
         text_file = text = None
         if src.path:
             candidate = (root / src.path).parent / "LICENSE"
@@ -192,10 +196,7 @@ def source_licenses(params: Params, *, root: Path) -> list[SourceLicense]:
                         "publish.licenses, else unknown)")
                 found = detect_license(text.decode(errors="replace"))
                 if found and lic is not None and lic != found:
-                    raise ConfigError(
-                        f"publish.licenses gives source kind {src.kind!r} license {lic!r}, "
-                        f"but {candidate} is the {found!r} license text"
-                    )
+                    raise ConfigError(f"{given} is {lic!r}, but {candidate} is the {found!r} license text")
                 lic = lic or found
         out.append(SourceLicense(src.name, src.kind, lic or UNKNOWN_LICENSE, text_file, text))
     return out

@@ -26,8 +26,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from pipeline.config import ConfigError, Model, parse_options, unknown_name
+from pipeline.config import ConfigError, Model, parse_options
 from pipeline.keys import canonical_json, digest
+from pipeline.plugins import Registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,19 +123,14 @@ class Reformulator:
         return Skip(reason, detail)
 
 
-METHODS: dict[str, type[Reformulator]] = {}
-
-
-def register(cls: type[Reformulator]) -> type[Reformulator]:
-    METHODS[cls.name] = cls
-    return cls
+# the methods: each module that defines one registers it (pipeline.reformulate.stage imports them; a user's own
+# method is a plugin file, docs/operations.md)
+METHODS: Registry[type[Reformulator]] = Registry("reformulation method")
+register = METHODS.register
 
 
 def get_method(name: str) -> type[Reformulator]:
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise unknown_name("reformulation method", name, METHODS) from None
+    return METHODS.lookup(name)
 
 
 def build(

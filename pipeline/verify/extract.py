@@ -32,12 +32,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pipeline import numbers
-from pipeline.config import unknown_name
 from pipeline.gold import GoldError, last_boxed
 from pipeline.numbers import ANYWHERE
+from pipeline.plugins import Registry, origin_of
 
 Extractor = Callable[[str], str | None]
-EXTRACTORS: dict[str, Extractor] = {}
+# the rules of this module, and a user's own (a plugin file calling register: docs/operations.md)
+EXTRACTORS: Registry[Extractor] = Registry("extractor")
 
 SEARCH_CHARS = 32_768  # the tail of a completion the extractors search for its final answer
 ANSWER_SPAN_CHARS = 2_048  # how far past "the answer is" its sentence is read
@@ -56,11 +57,8 @@ _DETAILED: dict[str, Detailed] = {}
 
 
 def register(name: str) -> Callable[[Extractor], Extractor]:
-    def deco(fn: Extractor) -> Extractor:
-        EXTRACTORS[name] = fn
-        return fn
-
-    return deco
+    """Decorator: register ``fn(completion) -> answer | None`` as the extractor ``name``."""
+    return EXTRACTORS.register(name=name)
 
 
 def register_detailed(name: str) -> Callable[[Detailed], Extractor]:
@@ -72,7 +70,7 @@ def register_detailed(name: str) -> Callable[[Detailed], Extractor]:
             return found[0] if found is not None else None
 
         plain.__doc__, plain.__name__ = fn.__doc__, fn.__name__
-        EXTRACTORS[name] = plain
+        EXTRACTORS.add(name, plain, origin=origin_of(fn))
         _DETAILED[name] = fn
         return plain
 
@@ -80,9 +78,7 @@ def register_detailed(name: str) -> Callable[[Detailed], Extractor]:
 
 
 def get_extractor(name: str) -> Extractor:
-    if name not in EXTRACTORS:
-        raise unknown_name("extractor", name, EXTRACTORS)
-    return EXTRACTORS[name]
+    return EXTRACTORS.lookup(name)
 
 
 # A sentence ends at a period that is not a decimal point, at a question mark, or at a newline.

@@ -1,0 +1,42 @@
+"""``repetition_loop``: the text loops (few distinct word 4-grams, or it compresses to almost nothing)."""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+
+from pydantic import Field
+
+from pipeline.annotate.detectors import Hit, register
+from pipeline.config import Model
+
+
+class Options(Model):
+    loop_min_words: int = Field(24, ge=8)
+    loop_max_distinct_ratio: float = Field(0.5, gt=0, lt=1,
+                                           description="distinct word 4-grams / all 4-grams below this is a loop")
+
+
+# prefilter: loop_min_words words need at least that many characters and a space between each two
+@register("repetition_loop", kind="degeneracy", label="repetition", options=Options,
+          where="length(completion) >= 2 * {opts.loop_min_words} - 1")
+def repetition_loop(row: dict, opts) -> Hit | None:
+    """The text loops: few distinct word 4-grams, or text that compresses to almost nothing.
+
+    Fires when distinct 4-grams / all 4-grams < ``loop_max_distinct_ratio`` (with at least
+    ``loop_min_words`` words; a word holding a digit counts as ``#``, so "She has 72 stickers.
+    She has 720 stickers. ..." loops), or zlib shrinks 200+ characters below 15 %. Score: 1 - distinct ratio.
+    """
+    text = row["completion"]
+    words = ["#" if any(ch.isdigit() for ch in w) else w for w in text.split()]
+    if len(words) >= opts.loop_min_words:
+        grams = Counter(tuple(words[i:i + 4]) for i in range(len(words) - 3))
+        ratio = len(grams) / sum(grams.values())
+        if ratio < opts.loop_max_distinct_ratio:
+            gram, n = grams.most_common(1)[0]
+            return Hit(1 - ratio, f"{ratio:.0%} distinct 4-grams; {' '.join(gram)!r} x{n}")
+    if len(text) >= 200:
+        packed = len(zlib.compress(text.encode())) / len(text.encode())
+        if packed < 0.15:
+            return Hit(1 - packed, f"compresses to {packed:.0%} of {len(text)} characters")
+    return None

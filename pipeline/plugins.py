@@ -1,0 +1,209 @@
+"""One plugin contract for every registry: engines, sources and presets, extractors, flag detectors, reformulators.
+
+A plugin is a class or a function, with its knobs as a nested ``Options`` model (:class:`pipeline.config.Model`,
+unknown keys refused), registered under a name in one :class:`Registry`. The built-in plugins are one module (or
+one YAML file) each in their registry's package folder, found by scanning that folder the first time the registry
+is read, so adding one is adding a file; the core never lists them. A name the registry does not hold is one error
+line with the close matches (difflib) and every known name::
+
+    unknown flag detector 'answer_repetiton' (did you mean answer_repetition?); known: answer_flip, ...
+
+A user's own plugins live outside the package: params.yaml's ``plugins`` lists modules (``mypkg.my_detector``) or
+files (``plugins/my_detector.py``, ``plugins/my_preset.yaml``, relative to params.yaml), loaded by
+:func:`load_plugins` when the params load, before any name is checked. A ``.py`` file registers what it defines
+with the registry's ``register``; a ``.yaml`` file is a source preset (:mod:`pipeline.ingest.presets`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pipeline.config import ConfigError, check_name, unknown_name
+
+T = TypeVar("T")
+
+
+class Registry(Mapping[str, T], Generic[T]):
+    """Plugins of one kind by name, in registration order (the folder's modules by name, then the user's).
+
+    ``package`` (a dotted package name): every module of that folder is imported once, the first time the registry
+    is read, and registers itself; ``scan`` (a callable) does the same for plugins that are not modules (the preset
+    YAML files). ``order`` lists built-in names that come first, in that order (where an output's order was fixed
+    before the folder scan; any other name follows by name).
+    """
+
+    def __init__(self, what: str, *, package: str | None = None, scan: Callable[[Registry[T]], None] | None = None,
+                 order: tuple[str, ...] = ()) -> None:
+        self.what = what
+        self.package = package
+        self._scan = scan
+        self._order = order
+        self._items: dict[str, T] = {}
+        self._origin: dict[str, str] = {}
+        self._scanned = package is None and scan is None
+        self._scanning = False
+
+    # -- registration ----------------------------------------------------------------------------
+    def add(self, name: str, obj: T, *, origin: str | None = None) -> T:
+        """Register ``obj`` as ``name``; a second plugin of that name from elsewhere is an error naming both."""
+        try:
+            check_name(name)
+        except ValueError as exc:
+            raise ConfigError(f"{self.what}: {exc}") from None
+        origin = origin or origin_of(obj)
+        if name in self._items and self._origin[name] != origin:
+            raise ConfigError(f"{self.what} {name!r} is defined twice: in {self._origin[name]} and in {origin}")
+        self._items[name] = obj
+        self._origin[name] = origin
+        return obj
+
+    def register(self, obj: Any = None, /, *, name: str | None = None) -> Any:
+        """Decorator: ``@REG.register`` on a class with a ``name`` attribute, or ``@REG.register(name="x")``."""
+        def deco(o: Any) -> Any:
+            key = name if name is not None else getattr(o, "name", None)
+            if not isinstance(key, str):
+                raise TypeError(f"{self.what}: {o!r} has no name (give the class a `name` or pass name=...)")
+            self.add(key, o)
+            return o
+
+        return deco(obj) if obj is not None else deco
+
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (a test's throwaway plugin)."""
+        self._items.pop(name, None)
+        self._origin.pop(name, None)
+
+    def __setitem__(self, name: str, obj: T) -> None:
+        """Replace (or add) ``name`` whatever defined it: what a test's ``monkeypatch.setitem`` does."""
+        self._ensure()
+        self._items[name] = obj
+        self._origin.setdefault(name, origin_of(obj))
+
+    def __delitem__(self, name: str) -> None:
+        self._ensure()
+        self.remove(name)
+
+    # -- lookup ------------------------------------------------------------------------------------
+    def lookup(self, name: str) -> T:
+        """The plugin ``name``; else a :class:`ConfigError` with the close names and every known one."""
+        self._ensure()
+        if name not in self._items:
+            raise unknown_name(self.what, name, self._items)
+        return self._items[name]
+
+    def origin(self, name: str) -> str:
+        """Where ``name`` was defined: its module, or its file."""
+        self._ensure()
+        return self._origin[name]
+
+    def __getitem__(self, name: str) -> T:
+        self._ensure()
+        return self._items[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self._ensure()
+        first = [n for n in self._order if n in self._items]
+        return iter(first + sorted(n for n in self._items if n not in self._order))
+
+    def __len__(self) -> int:
+        self._ensure()
+        return len(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        self._ensure()
+        return name in self._items
+
+    def __repr__(self) -> str:
+        return f"Registry({self.what!r}, {list(self)})"
+
+    # -- discovery ---------------------------------------------------------------------------------
+    def _ensure(self) -> None:
+        if self._scanned or self._scanning:
+            return
+        self._scanning = True
+        try:
+            if self.package is not None:
+                for module in modules_in(self.package):
+                    importlib.import_module(module)
+            if self._scan is not None:
+                self._scan(self)
+            self._scanned = True
+        finally:
+            self._scanning = False
+
+
+def origin_of(obj: Any) -> str:
+    """Where ``obj`` (a class or function) is defined: its module's file, else the module's name."""
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    file = getattr(sys.modules.get(module), "__file__", None)
+    return file or module
+
+
+def modules_in(package: str) -> list[str]:
+    """The dotted names of the modules in ``package``'s folder, by name (``_private`` ones and subpackages left out)."""
+    pkg = importlib.import_module(package)
+    return [f"{package}.{m.name}" for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name)
+            if not m.ispkg and not m.name.startswith("_")]
+
+
+# -- the user's plugins --------------------------------------------------------------------------------
+
+_LOADED: dict[str, str] = {}  # what was loaded (resolved file or module name) -> the spec that named it
+# a .yaml plugin is a source preset: the ingest package installs its loader here (it sits above this module)
+YAML_LOADERS: dict[str, Callable[[Path], None]] = {}
+
+
+def load_plugins(specs: list[str], *, root: Path) -> None:
+    """Import each of the user's plugins once: a module name, or a ``.py``/``.yaml`` file relative to ``root``.
+
+    A spec that cannot be found or imported is one :class:`ConfigError` line naming it and the cause."""
+    for spec in specs:
+        if spec.endswith((".py", ".yaml", ".yml")):
+            path = (Path(root) / spec).resolve()
+            key = str(path)
+            if key in _LOADED:
+                continue
+            if not path.is_file():
+                raise ConfigError(f"plugins: {spec!r} is not a file (looked for {path})")
+            if path.suffix == ".py":
+                _import_file(spec, path)
+            else:
+                if not YAML_LOADERS:
+                    importlib.import_module("pipeline.ingest.presets")  # installs the preset loader
+                for load in YAML_LOADERS.values():
+                    load(path)
+        else:
+            key = spec
+            if key in _LOADED:
+                continue
+            try:
+                importlib.import_module(spec)
+            except ImportError as exc:
+                raise ConfigError(f"plugins: cannot import module {spec!r}: {exc}") from None
+        _LOADED[key] = spec
+
+
+def _import_file(spec: str, path: Path) -> None:
+    name = "passband_plugin_" + "".join(c if c.isalnum() else "_" for c in path.with_suffix("").as_posix().lstrip("/"))
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise ConfigError(f"plugins: {spec!r} cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except ConfigError as exc:
+        sys.modules.pop(name, None)
+        raise ConfigError(f"plugins: {spec}: {exc}") from None
+    except Exception as exc:  # a user's file: its error is one line naming the file, not a traceback
+        sys.modules.pop(name, None)
+        raise ConfigError(f"plugins: {spec!r} failed to load: {type(exc).__name__}: {exc}") from None
+
+
+__all__ = ["YAML_LOADERS", "Registry", "load_plugins", "modules_in", "origin_of"]

@@ -1,0 +1,307 @@
+"""One plugin contract: every registered engine, detector, extractor and preset through the same checks, and a
+throwaway plugin of each kind (a detector, a preset, an engine) loaded from the files params.yaml lists and seen used
+end to end (the preset ingested, the engine's rollouts, the detector's flag in the flags table)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+import yaml
+from click.testing import CliRunner
+from pydantic import BaseModel
+
+from pipeline.annotate.detectors import (
+    DETECTORS,
+    KINDS,
+    SIDE_COLUMNS,
+    Detector,
+    Hit,
+    default_flag_options,
+    flag_options_model,
+)
+from pipeline.annotate.flag_runner import SAMPLE_COLUMNS, candidate_sql, sql_hits_sql
+from pipeline.annotate.quality import LABELS
+from pipeline.cli import cli
+from pipeline.config import ConfigError, SamplingConfig
+from pipeline.engines.registry import ENGINES, FINISH_REASONS, Engine, ModelSpec, Prompt, Request, create_engine
+from pipeline.ingest.presets import PRESETS, PRESETS_DIR
+from pipeline.ingest.sources import PROBLEM_FIELDS, SOURCES
+from pipeline.io import read_table
+from pipeline.params import load_params
+from pipeline.plugins import Registry
+from pipeline.publish.stage import source_licenses
+from pipeline.reformulate import METHODS
+from pipeline.verify.extract import EXTRACTORS
+
+SAMPLING = SamplingConfig(temperature=0.7, max_tokens=8)
+SPEC = ModelSpec("test/m", "test/m", "r1", "float32")
+REGISTRIES = {"engine": ENGINES, "flag detector": DETECTORS, "extractor": EXTRACTORS, "source preset": PRESETS,
+              "source kind": SOURCES, "reformulation method": METHODS}
+
+
+# -- the one lookup path ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("what", sorted(REGISTRIES))
+def test_every_registry_refuses_an_unknown_name_with_the_close_ones(what):
+    reg: Registry = REGISTRIES[what]
+    name = next(iter(reg))
+    with pytest.raises(ConfigError) as err:
+        reg.lookup(name[:-1] + "#")
+    msg = str(err.value)
+    assert msg.startswith(f"unknown {what} {name[:-1] + '#'!r} (did you mean {name}") and "known: " in msg
+    assert "\n" not in msg and reg.lookup(name) is reg[name]
+
+
+def test_a_second_plugin_of_one_name_from_elsewhere_is_refused_naming_both():
+    reg: Registry = Registry("widget")
+    reg.add("w", object(), origin="a.py")
+    with pytest.raises(ConfigError, match=r"widget 'w' is defined twice: in a\.py and in b\.py"):
+        reg.add("w", object(), origin="b.py")
+    with pytest.raises(ConfigError, match="widget: 'a/b' is not a valid name"):
+        reg.add("a/b", object(), origin="a.py")
+
+
+# -- engines -----------------------------------------------------------------------------------------
+
+def _check_engine(engine: Engine) -> None:
+    """The engine contract: one sample per seed in request then seed order, each sample's text decided by (prompt,
+    sampling, seed) alone (not by what else is in the batch), a known finish reason, a token count."""
+    a = Request("a", Prompt(text="Q: What is 2 + 3?\nA:"), seeds=(1, 2), sampling=SAMPLING)
+    b = Request("b", Prompt(messages=({"role": "user", "content": "What is 4 - 1?"},)), seeds=(3,), sampling=SAMPLING)
+    with engine:
+        both = engine.generate([a, b])
+        alone = engine.generate([a])
+        with pytest.raises(ValueError, match="unique"):
+            engine.generate([a, a])
+    assert [(s.request_id, s.index, s.seed) for s in both] == [("a", 0, 1), ("a", 1, 2), ("b", 0, 3)]
+    assert [s.text for s in alone] == [s.text for s in both[:2]]
+    for s in both:
+        assert isinstance(s.text, str) and s.finish_reason in FINISH_REASONS
+        assert isinstance(s.n_tokens, int) and s.n_tokens >= 0
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_every_engine_declares_the_contract(name):
+    cls = ENGINES[name]
+    assert issubclass(cls, Engine) and cls.name == name
+    assert issubclass(cls.Options, BaseModel) and cls.Options.model_config.get("extra") == "forbid"
+    cls.Options()  # every knob has a default
+    assert cls.cpu_bind_env is None or isinstance(cls.cpu_bind_env, str)
+    assert (cls.__doc__ or inspect.getmodule(cls).__doc__), f"engine {name} has no docstring"
+    assert Path(ENGINES.origin(name)).parent.name == "engines"  # one module in pipeline/engines
+
+
+def test_the_fake_engine_conforms():
+    _check_engine(create_engine("fake", SPEC))
+
+
+def test_the_openai_engine_conforms_against_a_tiny_server():
+    from test_rollout_openai import Server
+
+    with Server(model=SPEC.path) as srv:
+        _check_engine(create_engine("openai", SPEC, {"base_url": srv.url, "startup_timeout_s": 5}))
+
+
+# vllm and ray load a model or start a cluster: tests/test_rollout_engine.py (marker engine) and
+# tests/test_ray_engine.py (marker ray) run them; their static contract is checked above.
+
+
+# -- detectors ---------------------------------------------------------------------------------------
+
+def _samples(rows: list[dict]) -> pa.Table:
+    types = {"sample_idx": pa.int64(), "n_tokens": pa.int64(), "n": pa.int64(), "n_correct": pa.int64(),
+             "steps": pa.int64(), "ref_steps": pa.int64(), "median_correct_steps": pa.float64(),
+             "pass_rate": pa.float64()}
+    return pa.table({c: pa.array([r[c] for r in rows], type=types.get(c, pa.string())) for c in SAMPLE_COLUMNS})
+
+
+NEUTRAL = {"problem_id": "p", "policy_id": "q", "sample_idx": 0, "status": "correct", "extracted": "5",
+           "completion": " 2 + 3 = 5. The answer is 5.", "n_tokens": 9, "finish_reason": "stop",
+           "question": "What is 2 + 3?", "n": 8, "n_correct": 4, "pass_rate": 0.5, "steps": 1, "ref_steps": None,
+           "median_correct_steps": 1.0}
+
+
+@pytest.mark.parametrize("name", list(DETECTORS))
+def test_every_detector_conforms(name):
+    d: Detector = DETECTORS[name]
+    assert d.name == name and d.kind in KINDS and d.side in SIDE_COLUMNS and d.summary
+    assert d.label is None or d.label in LABELS
+    assert issubclass(d.Options, BaseModel) and d.Options.model_config.get("extra") == "forbid"
+    assert set(d.Options.model_fields) <= set(flag_options_model().model_fields)  # its knobs are annotate.options keys
+    assert Path(DETECTORS.origin(name)).name == f"{name}.py"  # one file each, named after it
+    opts = default_flag_options()
+    con = duckdb.connect()
+    con.register("samples", _samples([NEUTRAL]))
+    candidates = con.sql(candidate_sql([d], opts)).to_arrow_table()  # its SQL runs on the samples view
+    if d.sql_only:
+        con.register("cand", candidates)
+        con.sql(sql_hits_sql([d], opts, source="cand")).fetchall()
+    hit = d.detect(dict(NEUTRAL), opts)
+    assert hit is None or (isinstance(hit, Hit) and isinstance(hit.evidence, str) and hit.evidence)
+
+
+# -- extractors and presets --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(EXTRACTORS))
+def test_every_extractor_conforms(name):
+    fn = EXTRACTORS[name]
+    assert fn.__doc__, f"extractor {name} has no docstring"
+    assert fn("") is None
+    for text in ("The answer is 42.", "#### 42", "\\boxed{42}", "42 is the answer.", "So she has 42 apples.", "x" * 5000):
+        got = fn(text)
+        assert got is None or (isinstance(got, str) and got.strip())
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_conforms(name):
+    p = PRESETS[name]
+    assert Path(PRESETS.origin(name)) == PRESETS_DIR / f"{name}.yaml"
+    assert set(p.mapping) <= set(PROBLEM_FIELDS) and "question" in p.mapping
+    assert "answer" in p.mapping or p.gold_from != "answer", f"{name}: no gold column"
+    assert p.hub.count("/") == 1
+    assert ("source_difficulty" in p.mapping) == (p.difficulty_measure is not None)
+
+
+def test_a_preset_file_must_carry_its_own_name(tmp_path):
+    (tmp_path / "two.yaml").write_text("name: one\nhub: o/n\nmapping: {question: q, answer: a}\n")
+    from pipeline.ingest.presets import _add
+
+    with pytest.raises(ConfigError, match="declares name 'one', expected 'two'"):
+        _add(Registry("source preset"), tmp_path / "two.yaml")
+
+
+# -- a throwaway plugin of each kind, end to end ------------------------------------------------------
+
+PRESET = """\
+name: tiny-preset
+hub: org/tiny
+license: cc-by-4.0
+mapping: {question: problem, answer: final, source_difficulty: rating}
+difficulty_measure: "rating: 1 to 3, higher = harder"
+"""
+ENGINE = '''\
+"""An engine that always answers 5: a throwaway plugin."""
+from pipeline.config import Model
+from pipeline.engines.registry import ENGINES, Engine, Sample
+
+
+class EchoOptions(Model):
+    answer: str = "5"
+
+
+@ENGINES.register
+class EchoEngine(Engine):
+    name = "echo"
+    Options = EchoOptions
+
+    def _stream(self, requests):
+        for r in requests:
+            for i, seed in enumerate(r.seeds):
+                yield Sample(r.id, i, seed, f" The answer is {self.options.answer}.", 5, "stop")
+'''
+DETECTOR = '''\
+"""A detector that fires on every completion holding its marker: a throwaway plugin."""
+from pydantic import Field
+
+from pipeline.annotate.detectors import Hit, register
+from pipeline.config import Model
+
+
+class Options(Model):
+    echo_marker: str = Field("answer", description="the text it fires on")
+
+
+@register("echo_flag", kind="degeneracy", options=Options, where="contains(completion, '{opts.echo_marker}')")
+def echo_flag(row, opts):
+    """The completion holds the marker."""
+    return Hit(1.0, f"holds {opts.echo_marker!r}")
+'''
+
+
+@pytest.fixture
+def throwaway():
+    yield
+    for reg, name in ((PRESETS, "tiny-preset"), (ENGINES, "echo"), (DETECTORS, "echo_flag")):
+        reg.remove(name)
+
+
+def _project(root: Path) -> Path:
+    (root / "plugins").mkdir()
+    (root / "plugins/tiny-preset.yaml").write_text(PRESET)
+    (root / "plugins/echo_engine.py").write_text(ENGINE)
+    (root / "plugins/echo_flag.py").write_text(DETECTOR)
+    (root / "tiny").mkdir()
+    rows = [{"problem": "What is 2 + 3?", "final": "5", "rating": 1}, {"problem": "What is 9 - 4?", "final": "5", "rating": 2},
+            {"problem": "What is 2 * 4?", "final": "8", "rating": 3}]
+    (root / "tiny/train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    params = {
+        "plugins": ["plugins/tiny-preset.yaml", "plugins/echo_engine.py", "plugins/echo_flag.py"],
+        "ingest": {"sources": [{"name": "tiny", "kind": "jsonl", "preset": "tiny-preset", "path": "tiny/train.jsonl"}]},
+        "policies": {"echo": {"model": "test/m", "revision": "r1", "engine": "echo", "prompt": "fewshot_arith",
+                              "sampling": {"max_tokens": 8}}},
+        "rollout": {"policies": ["echo"], "k": 2, "engine_options": {"echo": {"answer": "5"}}},
+        "verify": {"workers": 1},
+        "annotate": {"options": {"echo_marker": "answer is"}},
+    }
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    return root / "params.yaml"
+
+
+@pytest.mark.slow
+def test_a_plugin_preset_engine_and_detector_from_files_are_used_end_to_end(tmp_path, throwaway):
+    params = _project(tmp_path)
+    runner = CliRunner()
+    for args in (["ingest"], ["rollout", "--set", "main"], ["verify", "--set", "main"],
+                 ["annotate", "--set", "main", "--no-plots"]):
+        res = runner.invoke(cli, [*args, "--params", str(params), "--no-progress"])
+        assert res.exit_code == 0, f"{args}: {res.output}"
+    problems = read_table(tmp_path / "data/problems", name="problems").to_pylist()
+    assert sorted((p["question"], p["source_difficulty"], p["source_difficulty_measure"]) for p in problems) == [
+        ("What is 2 * 4?", 3.0, "rating: 1 to 3, higher = harder"), ("What is 2 + 3?", 1.0, "rating: 1 to 3, higher = harder"),
+        ("What is 9 - 4?", 2.0, "rating: 1 to 3, higher = harder")]
+    rollouts = read_table(tmp_path / "data/rollouts", name="rollouts").to_pylist()
+    assert len(rollouts) == 6 and {r["completion"] for r in rollouts} == {" The answer is 5."}
+    flags = read_table(tmp_path / "data/flags", name="flags").to_pylist()
+    echo = [f for f in flags if f["flag"] == "echo_flag"]
+    assert len(echo) == 6 and {f["evidence"] for f in echo} == {"holds 'answer is'"}
+    difficulty = read_table(tmp_path / "data/difficulty", name="difficulty").to_pylist()
+    assert {d["pass_rate"] for d in difficulty} == {0.0, 1.0}
+    assert all(dict(d["flag_rates"])["echo_flag"] == 1.0 for d in difficulty)
+    # the preset's own license is what the published items of that source carry
+    assert [(s.source, s.license) for s in source_licenses(load_params(params), root=tmp_path)] == [("tiny", "cc-by-4.0")]
+
+
+def test_a_typo_in_a_plugin_name_or_file_is_one_line_at_load(tmp_path, throwaway):
+    params = _project(tmp_path)
+    raw = yaml.safe_load(params.read_text())
+    raw["policies"]["echo"]["engine"] = "ecoh"
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"policies\.engine: unknown engine 'ecoh' \(did you mean echo\?\)"):
+        load_params(params)
+    raw["plugins"].append("plugins/missing.py")
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"plugins: 'plugins/missing.py' is not a file"):
+        load_params(params)
+    raw["plugins"][-1] = "plugins/broken.py"
+    (tmp_path / "plugins/broken.py").write_text("import no_such_module_here\n")
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"plugins: 'plugins/broken.py' failed to load: ModuleNotFoundError"):
+        load_params(params)
+    raw["plugins"].pop()
+    raw["policies"]["echo"]["engine"] = "echo"
+    raw["annotate"]["options"] = {"echo_markr": "x"}
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"annotate\.options: echo_markr: unknown key"):
+        load_params(params)
+
+
+def test_the_plugin_docs_show_each_kind_as_one_file():
+    doc = (Path(__file__).resolve().parents[1] / "docs/operations.md").read_text()
+    section = doc.split("## Adding a detector, a preset or an engine", 1)[1].split("\n## ", 1)[0]
+    for snippet in ("from pipeline.annotate.detectors import Hit, register", "@ENGINES.register", "license:", "plugins:"):
+        assert snippet in section, snippet
