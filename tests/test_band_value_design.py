@@ -363,13 +363,20 @@ def test_a_signal_gated_run_trains_with_the_gate(design, tmp_path, monkeypatch):
     plan = design.plan(cfg["runs"], first_run=cfg["first_run"])
     gated = next(r["name"] for r in plan if r["arm"] == "hard_signal")
     plain = next(r["name"] for r in plan if r["arm"] == "hard")
+    assert not design.is_trained(gated, root=tmp_path)
     stats = design.train_run(gated, root=tmp_path)
     callbacks, grpo = seen[-1]
     assert callbacks[0] == "recorder" and type(callbacks[1]).__name__ == "SignalGate" and callbacks[1].steps == 16
     assert grpo.steps == 16 * cfg["max_groups_per_step"]
     log = json.loads((tmp_path / "data/checkpoints" / gated / "train_log.json").read_text())
     assert log["signal_gate"] == stats == {"steps_taken": 0, "groups_skipped": 0}
+    assert design.is_trained(gated, root=tmp_path)  # the runner measures it without training it again
+    del log["signal_gate"]  # stopped between the checkpoint and the gate's counts: trained again
+    (tmp_path / "data/checkpoints" / gated / "train_log.json").write_text(json.dumps(log))
+    assert not design.is_trained(gated, root=tmp_path)
+    assert not design.is_trained(plain, root=tmp_path)
     assert design.train_run(plain, root=tmp_path) is None
+    assert design.is_trained(plain, root=tmp_path)
     assert seen[-1][0] == ["recorder"] and seen[-1][1].steps == 16
     with pytest.raises(ValueError, match="no run 'hard-d1-s1'"):
         design.train_run("hard-d1-s1", root=tmp_path)

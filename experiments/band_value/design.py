@@ -28,6 +28,7 @@
     .venv/bin/python experiments/band_value/design.py plan    # the runs in order, as JSON lines
     PYTHONPATH=experiments/band_value/data/passband python experiments/band_value/design.py arms
     PYTHONPATH=experiments/band_value/data/passband python experiments/band_value/design.py train hard-d100-s100
+    PYTHONPATH=experiments/band_value/data/passband python experiments/band_value/design.py trained hard-d100-s100
     PYTHONPATH=experiments/band_value/data/passband python experiments/band_value/design.py measure hard-d100-s100
 """
 
@@ -202,16 +203,18 @@ def load_published(folder: Path, names: Iterable[str]) -> dict[str, list[dict[st
     return out
 
 
-def train_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None = None) -> dict[str, int] | None:
+def train_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None = None,
+              experiment: Path = HERE / "band_value.yaml") -> dict[str, int] | None:
     """Train one run with passband's band-value training; a signal-gated arm's training gets the gate as a
-    callback, and its counts go to the run's training log. Returns the gate's counts (None: not gated)."""
+    callback, and its counts go to the run's training log. Returns the gate's counts (None: not gated).
+    ``experiment``: the band-value config whose ``grpo`` block trains it (a smoke run's fewer steps)."""
     from pipeline.config import load_params
     from pipeline.io import atomic_write_text
     from pipeline.train import band_value as bv
 
     design = design or load_design()
     run = find_run(design, name)
-    cfg = run_config(design, run)
+    cfg = run_config(design, run, experiment=experiment)
     params = load_params(root / "params.yaml")
     if run["arm"] not in design.get("signal_gated", []):
         bv.train(params, cfg, root=root, arm=run["arm"], draw=run["run"], seed=run["grpo_seed"])
@@ -236,6 +239,20 @@ def train_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None =
     return gate.stats
 
 
+def is_trained(name: str, *, root: Path = PREREG, design: dict[str, Any] | None = None) -> bool:
+    """Whether the run's checkpoint is whole: its training log is written last, and a signal-gated run's log holds
+    the gate's counts (written after the checkpoint). The runner then measures it without training it again, so
+    a run stopped during its measurement loses only the measurement's unfinished shards."""
+    design = design or load_design()
+    run = find_run(design, name)
+    log_path = root / run_config(design, run).checkpoints_dir / name / "train_log.json"
+    try:
+        log = json.loads(log_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    return run["arm"] not in design.get("signal_gated", []) or "signal_gate" in log
+
+
 def measure_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None = None) -> Path:
     """Measure the base policy (``base``) or one run's checkpoint on the held-out set: ``<root>/results/<name>``."""
     from pipeline.config import load_params
@@ -249,10 +266,10 @@ def measure_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["sets", "plan", "arms", "train", "measure"])
-    ap.add_argument("name", nargs="?", help="train, measure: the run (as `plan` names it); measure: or base")
+    ap.add_argument("what", choices=["sets", "plan", "arms", "train", "trained", "measure"])
+    ap.add_argument("name", nargs="?", help="train, trained, measure: the run (as `plan` names it); measure: or base")
     args = ap.parse_args()
-    if args.what in ("train", "measure") and not args.name:
+    if args.what in ("train", "trained", "measure") and not args.name:
         raise SystemExit(f"design.py {args.what}: name the run (design.py plan lists them)")
     if args.what == "plan":
         cfg = load_design()
@@ -267,6 +284,8 @@ def main() -> None:
     if args.what == "train":
         print(json.dumps({"run": args.name, "signal_gate": train_run(args.name)}))
         return
+    if args.what == "trained":  # exit status 0: the run's checkpoint is whole (is_trained)
+        raise SystemExit(0 if is_trained(args.name) else 1)
     if args.what == "measure":
         print(measure_run(args.name))
         return
