@@ -38,7 +38,7 @@ DVC_FILES = ("dvc.yaml", "experiments/band_value/dvc.yaml")
 DATA_READERS: dict[str, tuple[str, ...]] = {
     "pipeline/rollout/prompts.py": ("pipeline/prompts",),
     "pipeline/catalog.py": ("pipeline/views",),
-    "pipeline/annotate/quality.py": ("pipeline/annotate/flag_quality.yaml",),
+    "pipeline/annotate/quality.py": ("pipeline/annotate/flag_quality.yaml", "pipeline/annotate/flag_labels.jsonl"),
     "pipeline/reformulate/llm_backward.py": ("pipeline/reformulate/prompts",),
     "pipeline/report/site.py": ("pipeline/report/assets",),
 }
