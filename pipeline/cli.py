@@ -33,7 +33,6 @@ COMMANDS: dict[str, str] = {
     "sql": "pipeline.catalog_command:sql",
     "summary": "pipeline.summary:summary",
     "doctor": "pipeline.doctor:doctor",
-    "band-value": "pipeline.train.command:band_value",
     "drift": "pipeline.annotate.drift_command:command",
     "report": "pipeline.report.command:command",
     "probe": "pipeline.probe.command:command",
