@@ -93,7 +93,7 @@ def main() -> None:
 def main_job() -> None:
     """Every graded-correct rollout of the main job whose working holds a false statement, and whether it carries
     unsupported_answer; then every unsupported_answer hit on a correct rollout, to read."""
-    from pipeline.annotate.arith import statements
+    from pipeline.arith import statements
     from pipeline.catalog import query
     from pipeline.config import load_params
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pydantic import Field
 
-from pipeline.annotate.arith import LATEX_PER_TEXT, LEADING, answer_key, answer_value, computes, stated_answers
+from pipeline.arith import LATEX_PER_TEXT, LEADING, answer_key, answer_value, computes, number, stated_answers
 from pipeline.config import AnnotateConfig, Model, field_default
 from pipeline.numbers import IN_TEXT, IN_TEXT_SQL
 from pipeline.schema import schema
@@ -182,14 +182,6 @@ def truncated(row: dict, opts: FlagOptions) -> Hit | None:
     return Hit(float(row["n_tokens"]), f"stopped at max_tokens after {row['n_tokens']} tokens ({row['status']})")
 
 
-def _number(text: str) -> float | None:
-    try:
-        v = float(text.replace(",", ""))
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
-
-
 @register("answer_in_question", kind="shortcut", side="verdicts",
           where="status = 'correct' AND extracted IS NOT NULL"
                 " AND contains(replace(question, ',', ''),"
@@ -205,15 +197,15 @@ def answer_in_question(row: dict, opts: FlagOptions) -> Hit | None:
     """
     if row["status"] != "correct" or row["extracted"] is None:
         return None
-    ans = _number(normalize_answer(row["extracted"]))
+    ans = number(normalize_answer(row["extracted"]))  # exact, as the working's statements are read
     if ans is None:
         return None
-    nums = [v for v in (_number(m) for m in IN_TEXT.findall(row["question"])) if v is not None]
+    nums = [v for v in (number(m) for m in IN_TEXT.findall(row["question"])) if v is not None]
     distinct = sorted(set(nums))
     if ans not in distinct or computes(row["completion"], ans):
         return None
-    shown = ", ".join(f"{v:g}" for v in distinct[:12])
-    return Hit(1.0 / len(distinct), f"answer {ans:g} is one of the question's numbers [{shown}]")
+    shown = ", ".join(f"{float(v):g}" for v in distinct[:12])
+    return Hit(1.0 / len(distinct), f"answer {float(ans):g} is one of the question's numbers [{shown}]")
 
 
 @register("computation_skip", kind="shortcut",
