@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/flag_quality.py --show unsupported_answer   # the rows behind a figure
     .venv/bin/python benchmarks/flag_quality.py --main-job  # unsupported_answer on the main job's data/ (after repro)
 
-Reads tests/data/flag_labels.jsonl (real SmolLM2-135M completions, 3-shot, max_tokens 256, on the
+Reads pipeline/annotate/flag_labels.jsonl (real SmolLM2-135M completions, 3-shot, max_tokens 256, on the
 synthetic set and GSM8K test; labelled by hand following docs/flags.md), runs the real verify core
 (math-verify) and annotate core (every detector) on them and prints, per flag: flagged, labelled,
 precision and recall with Wilson 95 % intervals. Targets (issue 18): precision >= 0.9 for every
@@ -93,7 +93,7 @@ def main() -> None:
 def main_job() -> None:
     """Every graded-correct rollout of the main job whose working holds a false statement, and whether it carries
     unsupported_answer; then every unsupported_answer hit on a correct rollout, to read."""
-    from pipeline.annotate.arith import statements
+    from pipeline.arith import statements
     from pipeline.catalog import query
     from pipeline.config import load_params
 

@@ -1,4 +1,4 @@
-"""Make the completions of the labelled flag set (tests/data/flag_labels.jsonl), before labelling.
+"""Make the completions of the labelled flag set (pipeline/annotate/flag_labels.jsonl), before labelling.
 
     flock /tmp/pb-heavy.lock nice -n 5 .venv/bin/python benchmarks/make_flag_set.py
 
@@ -9,7 +9,7 @@ the same with benchmarks/flag_set_multistep.params.yaml (samples 4..11 of the tw
 L7 and L8, where the lucky successes are; its samples 0..3 repeat the first set's, same seeds, and are
 checked to be identical, not exported). Writes benchmarks/out/flag_set/unlabelled.jsonl: one row per
 completion with the labelled set's fields (pipeline.annotate.quality.FIELDS), the labels empty. A person
-fills the labels by reading each completion (docs/flags.md, "Labelling guide"): tests/data/flag_labels.jsonl.
+fills the labels by reading each completion (docs/flags.md, "Labelling guide"): pipeline/annotate/flag_labels.jsonl.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import sys
 import click
 
 from pipeline import __version__
-from pipeline.errors import PassbandError, explain
+from pipeline.errors import MissingExtra, PassbandError, explain
 
 # name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, str] = {
@@ -33,7 +33,6 @@ COMMANDS: dict[str, str] = {
     "sql": "pipeline.catalog_command:sql",
     "summary": "pipeline.summary:summary",
     "doctor": "pipeline.doctor:doctor",
-    "band-value": "pipeline.train.command:band_value",
     "drift": "pipeline.annotate.drift_command:command",
     "report": "pipeline.report.command:command",
     "probe": "pipeline.probe.command:command",
@@ -49,6 +48,8 @@ class LazyGroup(click.Group):
         module = COMMANDS[name].split(":")[0]
         try:
             return importlib.util.find_spec(module) is not None
+        except MissingExtra:  # listed: running it says which extra to install
+            return True
         except ModuleNotFoundError:
             return False
 
@@ -56,7 +57,10 @@ class LazyGroup(click.Group):
         if name not in COMMANDS or not self._available(name):
             return None
         module, attr = COMMANDS[name].split(":")
-        return getattr(importlib.import_module(module), attr)
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except MissingExtra as exc:
+            return _needs_extra(name, exc)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -81,6 +85,18 @@ def cli(verbose: bool) -> None:
     """
     if verbose:
         os.environ["PASSBAND_LOG_LEVEL"] = "DEBUG"  # read by the engines, inherited by their workers
+
+
+def _needs_extra(name: str, exc: MissingExtra) -> click.Command:
+    """A stand-in for a command whose optional extra is not installed: listed in ``passband --help`` with the
+    extra to install, and any invocation of it (``--help`` and subcommands included) is that one line, exit 1."""
+
+    def fail(args: tuple[str, ...]) -> None:
+        raise click.ClickException(str(exc))
+
+    return click.Command(name, callback=fail, params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+                         help=str(exc), short_help=f"(needs the '{exc.extra}' extra: pip install 'passband[{exc.extra}]')",
+                         add_help_option=False, context_settings={"ignore_unknown_options": True})
 
 
 def main() -> None:

@@ -3,10 +3,36 @@
 from __future__ import annotations
 
 import errno
+import importlib.util
 
 
 class PassbandError(Exception):
     """An error the user can fix: bad input, bad config, missing file. The CLI prints it in one line."""
+
+
+class MissingExtra(PassbandError, ImportError):
+    """A part of passband that needs an optional extra (pyproject's ``[project.optional-dependencies]``) which is not
+    installed; an ImportError too, so code that probes for optional parts by importing them sees it as absent."""
+
+    def __init__(self, extra: str, part: str, missing: str):
+        self.extra = extra
+        super().__init__(f"{part} needs the optional extra {extra!r} ({missing} is not installed): "
+                         f"pip install 'passband[{extra}]'")
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a finder that refuses the name, or a module left half-imported
+        return False
+
+
+def require_extra(extra: str, part: str, *modules: str) -> None:
+    """Raise :class:`MissingExtra` naming ``extra`` when one of ``modules`` is not installed (checked without
+    importing them, so a package can call this first thing, before its imports of torch & co.)."""
+    for module in modules:
+        if not _installed(module):
+            raise MissingExtra(extra, part, module)
 
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -31,4 +57,4 @@ def explain(exc: BaseException) -> str | None:
     return None
 
 
-__all__ = ["PassbandError", "explain"]
+__all__ = ["MissingExtra", "PassbandError", "explain", "require_extra"]

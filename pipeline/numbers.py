@@ -17,7 +17,7 @@ between groups of three) and :data:`PLAIN` (no separators: the form after :func:
 another number. Callers: the gold checks (pipeline/gold.py), the extractors and the grader
 (pipeline/verify), the flag detectors (pipeline/annotate) and the reformulators' numerals; the
 bounded fast-path forms of the grader (``_FAST_*``, lengths capped to math-verify's precision) and the
-expression tokenizer of pipeline/annotate/arith.py read the same grammar under length limits of their own.
+expression tokenizer of pipeline/arith.py read the same grammar under length limits of their own.
 """
 
 from __future__ import annotations

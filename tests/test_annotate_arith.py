@@ -1,4 +1,4 @@
-"""The arithmetic reader behind unsupported_answer (pipeline/annotate/arith.py) and its SQL shortcut."""
+"""The arithmetic reader behind unsupported_answer (pipeline/arith.py) and its SQL shortcut."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from fractions import Fraction
 import duckdb
 import pytest
 
-from pipeline.annotate.arith import answer_value, computes, evaluate, statements
 from pipeline.annotate.detectors import DETECTORS, flag_options_model
 from pipeline.annotate.unsupported import check_working
+from pipeline.arith import answer_value, computes, evaluate, statements
 
 
 @pytest.mark.parametrize(("text", "want"), [
@@ -68,3 +68,42 @@ def test_the_sql_shortcut_decides_only_rows_the_python_check_passes(setup):
     for completion, extracted, question, in_sql in decided:
         if in_sql:
             assert check_working(completion, extracted, question, setup=setup) is None, (completion, question)
+
+
+# -- one module for the flags and the reformulators: the same number, evaluator and agreement rule -------------------
+
+def test_number_reads_a_written_number_exactly_or_says_none():
+    from pipeline.arith import MAX_DIGITS, number
+
+    assert number("1,200") == 1200 and number("$3.50") == Fraction(7, 2) and number("24.") == 24
+    assert number("-5") == -5 and number("3/4") == Fraction(3, 4) and number("0.1") == Fraction(1, 10)
+    assert number("twelve") is None and number("1/0") is None and number("") is None
+    assert number("9" * (MAX_DIGITS + 1)) is None
+
+
+def test_a_solution_step_is_read_by_the_flags_evaluator_in_pythons_grammar():
+    """step_value is evaluate() on + - * / and brackets; what model text reads more loosely (a percent, a power,
+    braces, an integer with a leading zero) is no step, as Python's parser had it for the reformulators."""
+    from pipeline.arith import NotArithmetic, chain, step_value
+
+    assert step_value("48/2") == 24 and step_value("$1,200 × 2") == 2400 and step_value("3 x (4 + 1)") == 15
+    assert step_value("10/3") == evaluate("10/3") == Fraction(10, 3) and step_value("007.5") == Fraction(15, 2)
+    for expr in ("50%*10", "2^3", "2**3", "{2}+1", "0900-0130", "45 * 02", "1/0", "two + 2"):
+        assert evaluate(expr.replace("x", "*"), latex=False) is not None or expr in ("1/0", "two + 2")
+        with pytest.raises(NotArithmetic):
+            step_value(expr)
+    steps = chain("She paid 10/3 = <<10/3=3.33>>3.33 each, 3.33*3 = <<3.33*3=9.99>>9.99 in all.")
+    assert [(s.expr, s.value) for s in steps] == [("10/3", Fraction(10, 3)), ("3.33*3", Fraction(999, 100))]
+    with pytest.raises(NotArithmetic, match="recomputes to"):
+        chain("14 + 9 = 24.")
+
+
+def test_answer_in_question_compares_numbers_exactly():
+    """A decimal answer that a true statement of the working computes was copied from nowhere: read as floats,
+    1.2 was not the exact 6/5 the statement computes, and the flag fired."""
+    row = {"status": "correct", "extracted": "1.2", "question": "A pen costs 1.2 dollars, a pad 0.6. The pen?",
+           "completion": " 0.6 * 2 = 1.2. The answer is 1.2."}
+    assert DETECTORS["answer_in_question"].detect(row, flag_options_model()()) is None
+    copied = {**row, "completion": " The answer is 1.2."}
+    hit = DETECTORS["answer_in_question"].detect(copied, flag_options_model()())
+    assert hit is not None and hit.evidence == "answer 1.2 is one of the question's numbers [0.6, 1.2]"

@@ -23,9 +23,9 @@ from cpu_clock import BOUNDED_S, own_cpu, tree_cpu_s
 
 from pipeline.annotate import annotate_tables, run
 from pipeline.annotate import core as annotate_core
-from pipeline.annotate.arith import MAX_DIGITS, _evaluate_tokens, evaluate, show, statements
 from pipeline.annotate.detectors import DETECTORS, flag_options_model
 from pipeline.annotate.flag_runner import DETECTOR_ERROR
+from pipeline.arith import MAX_DIGITS, _evaluate_tokens, evaluate, show, statements
 from pipeline.cli import cli
 from pipeline.config import AnnotateConfig, load_params
 from pipeline.io import read_table, write_table

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import yaml
 
 from pipeline.config import ConfigError, load_params
-from pipeline.train import band_value as bv
-from pipeline.train import band_value_report as rep
 
-REPO = bv.Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent
 EXPERIMENT = REPO / "experiments/band_value"
+if str(EXPERIMENT) not in sys.path:  # the experiment's own package, bandvalue (its stages: python -m bandvalue there)
+    sys.path.append(str(EXPERIMENT))
+
+from bandvalue import experiment as bv  # noqa: E402
+from bandvalue import report as rep  # noqa: E402
 
 
 def rows(prefix, n, band):
@@ -322,10 +328,12 @@ def make_project(tmp_path, *, model: str = "fake-model", max_tokens: int = 48, *
 def cli_runner(tmp_path):
     from click.testing import CliRunner
 
+    from bandvalue.cli import band_value
     from pipeline.cli import cli
 
-    def run(*args):
-        res = CliRunner().invoke(cli, [*args, "--params", str(tmp_path / "params.yaml")], catch_exceptions=False)
+    def run(*args):  # "band-value ...": the experiment's own command line (python -m bandvalue), else passband's
+        command, args = (band_value, args[1:]) if args[0] == "band-value" else (cli, args)
+        res = CliRunner().invoke(command, [*args, "--params", str(tmp_path / "params.yaml")], catch_exceptions=False)
         assert res.exit_code == 0, res.output
         return res.output
 

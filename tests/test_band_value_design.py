@@ -305,8 +305,8 @@ def test_the_design_draws_measures_and_analyses_runs(design, tmp_path, monkeypat
     each run on the held-out set only -> the pre-registered analysis reads results/."""
     from click.testing import CliRunner
 
+    from bandvalue import experiment as bv  # beside design.py (the fixture put its folder on sys.path)
     from pipeline.cli import cli
-    from pipeline.train import band_value as bv
 
     _prereg_project(tmp_path)
     res = CliRunner().invoke(cli, ["ingest", "--no-progress", "--params", str(tmp_path / "params.yaml")],
@@ -345,7 +345,7 @@ def test_the_design_draws_measures_and_analyses_runs(design, tmp_path, monkeypat
 def test_a_signal_gated_run_trains_with_the_gate(design, tmp_path, monkeypatch):
     """The hard_signal arm's training gets the gate among its callbacks and the cap on groups as its steps; the
     gate's counts land in the run's training log; other arms train as before."""
-    from pipeline.train import band_value as bv
+    from bandvalue import experiment as bv  # beside design.py (the fixture put its folder on sys.path)
 
     _prereg_project(tmp_path)
     monkeypatch.syspath_prepend(str(HERE))

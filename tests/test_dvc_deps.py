@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -38,7 +39,7 @@ DVC_FILES = ("dvc.yaml", "experiments/band_value/dvc.yaml")
 DATA_READERS: dict[str, tuple[str, ...]] = {
     "pipeline/rollout/prompts.py": ("pipeline/prompts",),
     "pipeline/catalog.py": ("pipeline/views",),
-    "pipeline/annotate/quality.py": ("pipeline/annotate/flag_quality.yaml",),
+    "pipeline/annotate/quality.py": ("pipeline/annotate/flag_quality.yaml", "pipeline/annotate/flag_labels.jsonl"),
     "pipeline/reformulate/llm_backward.py": ("pipeline/reformulate/prompts",),
     "pipeline/ingest/presets/__init__.py": ("pipeline/ingest/presets",),
     "pipeline/report/site.py": ("pipeline/report/assets",),
@@ -67,11 +68,36 @@ def schema_files(path: Path) -> frozenset[str]:
 
 @cache
 def needed_files(entry: str) -> frozenset[str]:
-    """Repo-relative files a stage whose command runs module ``entry`` loads or reads."""
+    """Repo-relative files a stage whose command runs module ``entry`` loads or reads; ``entry`` may also be an
+    experiment's own package run from the working tree (a folder: :func:`package_files`)."""
+    if "/" in entry:
+        return package_files(entry)
     files = {module_file(m).relative_to(REPO).as_posix() for m in loaded_modules(entry)}
     for f in list(files):
         files |= set(DATA_READERS.get(f, ()))
         files |= schema_files(REPO / f)
+    return frozenset(files)
+
+
+@cache
+def package_files(folder: str) -> frozenset[str]:
+    """An experiment's package (``python -m NAME`` in its folder, on the working tree): its own files and what the
+    modules of pipeline/ it imports load and read."""
+    files: set[str] = set()
+    for path in sorted((REPO / folder).rglob("*.py")):
+        files.add(path.relative_to(REPO).as_posix())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}")]
+                if len(names) < len(node.names):  # a name defined in the module itself
+                    names.append(node.module)
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] == ROOT_PACKAGE and module_file(name):
+                    files |= needed_files(name)
     return frozenset(files)
 
 
@@ -87,6 +113,8 @@ PINNED = re.compile(r"PYTHONPATH=\$PWD/(\S+)\s+(.*)")
 PIN_COMMAND = "python pin.py"  # the stage that writes the copy
 # An experiment's own script (pin.py, drift_table.py): it must depend on itself and import nothing of pipeline/.
 SCRIPT = re.compile(r"python (\S+\.py)$")
+# An experiment's own package run on the working tree (``python -m bandvalue report``, in the stage's folder).
+PACKAGE = re.compile(r"python -m (\w+)\b")
 
 
 def _repo_path(path: str) -> str:
@@ -127,8 +155,11 @@ def stages() -> dict[str, tuple[str, tuple[str, ...]]]:
             if stage.path_in_repo not in DVC_FILES or SCRIPT.match(stage.cmd.strip()) or PINNED.match(stage.cmd):
                 continue
             words = stage.cmd.split()
-            assert words[0] == "passband", f"{stage.addressing}: runs {stage.cmd!r}, not a passband subcommand"
-            module = COMMANDS[words[1]].split(":")[0]
+            if m := PACKAGE.match(stage.cmd.strip()):  # the experiment's package: its folder stands for the module
+                module = _repo_path(str(Path(stage.wdir) / m.group(1)))
+            else:
+                assert words[0] == "passband", f"{stage.addressing}: runs {stage.cmd!r}, not a passband subcommand"
+                module = COMMANDS[words[1]].split(":")[0]
             out[stage.addressing] = (module, tuple(_repo_path(d.fs_path) for d in stage.deps))
     return out
 
@@ -175,6 +206,22 @@ def test_a_script_stage_depends_on_its_script_which_loads_no_pipeline_code(stage
     assert script in deps, f"{stage} runs {script} but does not depend on it"
     imports = re.findall(r"^\s*(?:from|import) (pipeline\S*)", (REPO / script).read_text(encoding="utf-8"), re.M)
     assert not imports, f"{stage}: {script} imports {imports}: run it as a passband subcommand or list its code deps"
+
+
+def test_a_pinned_stage_runs_a_command_its_pinned_commit_has():
+    """The pinned stages run ``passband <command>`` of the pin's commit, not the working tree's CLI: ``band-value``
+    left passband for the experiment's own package (experiments/band_value/bandvalue) after the pinned commit, so
+    moving the pin past that move must move those stages to ``python -m bandvalue`` too (and pin the package)."""
+    pin = yaml.safe_load((REPO / "experiments/band_value/pin.yaml").read_text(encoding="utf-8"))["passband_commit"]
+    shown = subprocess.run(["git", "show", f"{pin}:pipeline/cli.py"], cwd=REPO, capture_output=True, text=True)
+    if shown.returncode:
+        pytest.skip(f"the pinned commit {pin} is not in this checkout")
+    stages = yaml.safe_load((REPO / "experiments/band_value/dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    commands = {name: m.group(2).split()[1] for name, st in stages.items()
+                if (m := PINNED.match(" ".join(st.get("do", st)["cmd"].split())))}
+    assert "band-value" in commands.values()
+    missing = {name: c for name, c in commands.items() if f'"{c}":' not in shown.stdout}
+    assert not missing, f"these pinned stages run commands the pinned commit {pin[:12]} does not have: {missing}"
 
 
 def test_the_experiment_pins_its_stages():
@@ -391,8 +438,12 @@ def rewrite(dvc_file: Path) -> str:
         if SCRIPT.match(body["cmd"].strip()) or PINNED.match(body["cmd"].strip()):  # their deps stay as written
             out += region
             continue
-        code = [prefix + f for f in code_deps(COMMANDS[body["cmd"].split()[1]].split(":")[0])]
-        data = [d for d in deps if not d.removeprefix(prefix).startswith(("pipeline/", "schemas"))]
+        if m := PACKAGE.match(body["cmd"].strip()):  # the experiment's own package, in the dvc file's folder
+            package = (dvc_file.parent / m.group(1)).relative_to(REPO).as_posix()
+            code = [os.path.relpath(REPO / f, dvc_file.parent) for f in code_deps(package)]
+        else:
+            code = [prefix + f for f in code_deps(COMMANDS[body["cmd"].split()[1]].split(":")[0])]
+        data = [d for d in deps if not d.removeprefix(prefix).startswith(("pipeline/", "schemas")) and d not in code]
         out += ["    " + r.strip() for r in region[1:] if r.strip().startswith("#")]
         out += _flow(code + data, len(code))
     return "\n".join(out)

@@ -1,4 +1,4 @@
-"""Every flag against completions labelled by reading (tests/data/flag_labels.jsonl, docs/flags.md).
+"""Every flag against completions labelled by reading (pipeline/annotate/flag_labels.jsonl, docs/flags.md).
 
 The real verify core (math-verify in its worker pool) and the real annotate core run on the
 labelled completions; each flag's precision and recall must stay at or above the figures

@@ -134,6 +134,7 @@ def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded
     own weights: the report is written, and the drift is exactly zero."""
     import json
 
+    from pipeline.annotate.quality import LABELLED_SET
     from pipeline.io import write_table
     from pipeline.probe.core import ProbeConfig
     from pipeline.probe.report import run
@@ -141,7 +142,6 @@ def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded
     from pipeline.schema import schema
 
     p, _, rolls = probe_project(16)
-    data = Path(__file__).parent / "data"
     ck = tmp_path / "ckpt"
     ck.mkdir()
     for f in embedded_model_dir.iterdir():
@@ -153,7 +153,7 @@ def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded
         {"problem_id": r["problem_id"], "policy_id": "pol_trained", "sample_idx": r["sample_idx"], "verifier_id": "v",
          "status": "incorrect"} for r in ck_rolls]), ck / "records/verdicts/part-0.parquet", name="verdicts")
     lab = tmp_path / "labels.jsonl"
-    lab.write_text("\n".join((data / "flag_labels.jsonl").read_text().splitlines()[:40]) + "\n")
+    lab.write_text("\n".join(LABELLED_SET.read_text().splitlines()[:40]) + "\n")
     cfg = ProbeConfig(layer=9, sae=SAEConfig(n_latents=64, steps=30))
     r = run(p, root=tmp_path, config=cfg, checkpoint=ck, problems=[tmp_path / "data/problems"], labelled=lab,
             threads=1)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.arith import NotArithmetic, chain, expand_step, step_value
 from pipeline.config import BandsConfig, SamplingConfig, VerifyConfig
 from pipeline.engines.registry import Sample
 from pipeline.gold import gsm8k_gold
 from pipeline.ingest.synthetic import SyntheticOptions, generate
 from pipeline.keys import problem_id
-from pipeline.reformulate.arithmetic import NotArithmetic, chain, evaluate, expand_step
 from pipeline.reformulate.core import reformulate
 from pipeline.reformulate.hint_prefix import find_leak
 from pipeline.reformulate.ladder import Measurement, band_of
@@ -237,7 +237,7 @@ def check_child(parent: Parent, label: str, child: Child) -> None:
         step = meta["step_text"]
         shown = re.search(r"([\d.,+\-*/()\s]+)=\s*x\b", step.replace("$", ""))  # the computation the sentence shows
         assert shown, step
-        assert evaluate(shown.group(1).strip()) == Fraction(child.answer), (step, child.answer)
+        assert step_value(shown.group(1).strip()) == Fraction(child.answer), (step, child.answer)
         assert f'"{step}"' in child.question and f"The answer to this question is {parent.answer}." in child.question
         assert Fraction(child.answer) != Fraction(parent.answer)
 

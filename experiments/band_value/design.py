@@ -18,7 +18,7 @@
 
 - **Running it.** ``arms`` writes every run's draw (``prereg/data/arms/d<run>/<arm>.jsonl``) from the band-value
   experiment's published folder; ``train NAME`` trains one run with passband's band-value training
-  (:func:`pipeline.train.band_value.train`, the experiment's ``grpo`` block; a ``signal_gated`` arm with
+  (:func:`bandvalue.experiment.train`, the experiment's ``grpo`` block; a ``signal_gated`` arm with
   :class:`signal_gate.SignalGate` and ``max_groups_per_step`` x its steps as the cap on groups);
   ``measure NAME`` (or ``base``) measures it on the held-out set with ``prereg/params.yaml``, its tables and
   training log into ``prereg/results/NAME``, which ``prereg_analysis.py`` reads. Run them from the repository
@@ -159,8 +159,8 @@ def run_config(design: dict[str, Any], run: dict[str, Any], *, experiment: Path 
     run number as the only draw and seed, the design's item count and held-out source, no OOD; the
     experiment's ``grpo`` block, with ``max_groups_per_step`` x its steps for a signal-gated arm (the cap on
     groups drawn; the gate stops at the steps)."""
+    from bandvalue.experiment import ExperimentConfig
     from pipeline.config import parse_options
-    from pipeline.train.band_value import ExperimentConfig
 
     raw = yaml.safe_load(experiment.read_text(encoding="utf-8"))
     arm, r = run["arm"], run["run"]
@@ -173,8 +173,8 @@ def run_config(design: dict[str, Any], run: dict[str, Any], *, experiment: Path 
 
 def write_run_arms(configs: dict[str, list[dict[str, Any]]], design: dict[str, Any], *, root: Path = PREREG) -> int:
     """Every run's draw into ``<root>/<arms_dir>/d<run>/<arm>.jsonl``, as the band-value training reads it."""
+    from bandvalue.experiment import arm_path
     from pipeline.io import atomic_write_text
-    from pipeline.train.band_value import arm_path
 
     runs = plan(design["runs"], first_run=design["first_run"])
     for run in runs:
@@ -208,9 +208,9 @@ def train_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None =
     """Train one run with passband's band-value training; a signal-gated arm's training gets the gate as a
     callback, and its counts go to the run's training log. Returns the gate's counts (None: not gated).
     ``experiment``: the band-value config whose ``grpo`` block trains it (a smoke run's fewer steps)."""
+    from bandvalue import experiment as bv
     from pipeline.config import load_params
     from pipeline.io import atomic_write_text
-    from pipeline.train import band_value as bv
 
     design = design or load_design()
     run = find_run(design, name)
@@ -255,8 +255,8 @@ def is_trained(name: str, *, root: Path = PREREG, design: dict[str, Any] | None 
 
 def measure_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None = None) -> Path:
     """Measure the base policy (``base``) or one run's checkpoint on the held-out set: ``<root>/results/<name>``."""
+    from bandvalue import experiment as bv
     from pipeline.config import load_params
-    from pipeline.train import band_value as bv
 
     design = design or load_design()
     runs = plan(design["runs"], first_run=design["first_run"])

@@ -108,14 +108,14 @@ def mann_whitney_p(a: list[float], b: list[float]) -> float:
     """Two-sided exact Mann-Whitney p: the report's exact permutation test on the pooled ranks."""
     from signal_vs_gain import ranks
 
-    from pipeline.train.band_value_report import permutation_test
+    from bandvalue.report import permutation_test
 
     r = ranks(np.asarray([*a, *b], dtype=float))  # average ranks: two runs tie at +0.139
     return permutation_test(r[:len(a)], r[len(a):])
 
 
 def reanalysis(runs: list[dict]) -> dict:
-    from pipeline.train.band_value_report import permutation_test
+    from bandvalue.report import permutation_test
 
     arms = by_arm(runs)
     learn, hard, online = arms["learnable"], arms["hard"], arms["online"]
@@ -124,7 +124,7 @@ def reanalysis(runs: list[dict]) -> dict:
         m = {a: statistics.fmean(r["delta"] for r in runs if r["arm"] == a and r["draw"] == d) for a in arms}
         per_draw[d] = {"arm_means": m, "learnable_minus_hard": m["learnable"] - m["hard"]}
     t, df, _ = pa.welch(learn, hard)
-    from pipeline.train.band_value_report import PREDICTIONS, holm
+    from bandvalue.report import PREDICTIONS, holm
 
     ood = {a: [r["ood_delta"] for r in sorted(runs, key=lambda r: (r["draw"], r["seed"])) if r["arm"] == a]
            for a in arms}

@@ -6,8 +6,9 @@ work on passband (a refactor, a new module) does not make DVC retrain every arm,
 exactly the code the stages ran with: its tree is a commit's, and moving the pin re-runs everything.
 
 The stages run ``passband`` with ``PYTHONPATH`` set to the copy (``data/passband``), which Python puts
-before the editable install of the working tree. The copy holds ``pipeline/``, ``schemas/`` and the
-labelled flag set pipeline/annotate/quality.py reads; ``PINNED`` names the commit.
+before the editable install of the working tree. The copy holds ``pipeline/``, ``schemas/`` and, for a commit
+older than the set's move into ``pipeline/annotate/``, the labelled flag set quality.py reads; ``PINNED`` names
+the commit.
 
 Usage (the ``pin`` stage of dvc.yaml): ``python pin.py`` from this folder.
 """
@@ -27,7 +28,8 @@ import yaml
 HERE = Path(__file__).resolve().parent
 TARGET = HERE / "data" / "passband"
 MARKER = "PINNED"
-# What the pinned package reads at run time (paths relative to the repository root).
+# What the pinned package reads at run time (paths relative to the repository root); a commit holds some of them:
+# the labelled flag set was under tests/data/ until it became package data beside pipeline/annotate/quality.py.
 CONTENT = ("pipeline", "schemas", "tests/data/flag_labels.jsonl")
 
 
@@ -40,8 +42,17 @@ def resolve(rev: str, repo: Path) -> str:
     return out.stdout.strip()
 
 
+def present(commit: str, repo: Path) -> list[str]:
+    """The paths of :data:`CONTENT` that ``commit`` holds (git archive stops at a path the commit lacks)."""
+    out = subprocess.run(["git", "ls-tree", "--name-only", commit, "--", *CONTENT], cwd=repo,
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise SystemExit(f"pin: git ls-tree {commit} failed: {out.stderr.strip()}")
+    return [p for p in CONTENT if p in set(out.stdout.split())]
+
+
 def archive(commit: str, repo: Path) -> bytes:
-    out = subprocess.run(["git", "archive", "--format=tar", commit, "--", *CONTENT], cwd=repo,
+    out = subprocess.run(["git", "archive", "--format=tar", commit, "--", *present(commit, repo)], cwd=repo,
                          capture_output=True, timeout=300)
     if out.returncode != 0:
         raise SystemExit(f"pin: git archive {commit} failed: {out.stderr.decode(errors='replace').strip()}")

@@ -1,8 +1,8 @@
 """How far each flag can be trusted: precision and recall against completions labelled by reading.
 
-The labelled set (``tests/data/flag_labels.jsonl``, made by ``benchmarks/make_flag_set.py`` and
-labelled by hand following docs/flags.md) holds real completions of the embedded model with
-what a careful reader says about each: its final answer, whether it is correct, and the labels
+The labelled set (``flag_labels.jsonl`` beside this module: package data, so an installed wheel has it; made by
+``benchmarks/make_flag_set.py`` and labelled by hand following docs/flags.md) holds real completions of the
+embedded model with what a careful reader says about each: its final answer, whether it is correct, and the labels
 below. :func:`measure` runs the real verify core (math-verify in its worker pool) and the real
 annotate core on those completions, then compares every flag with the label it claims::
 
@@ -36,7 +36,7 @@ LABELS = ("correct", "unsupported", "hedged", "repetition", "copied", "truncated
 FLAG_LABEL = labels()
 FIELDS = ("id", "source", "question", "gold", "solution", "completion", "n_tokens", "finish_reason", "final_answer",
           *LABELS, "note")
-LABELLED_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "flag_labels.jsonl"
+LABELLED_SET = Path(__file__).resolve().with_name("flag_labels.jsonl")
 
 
 def load_labels(path: Path = LABELLED_SET) -> list[dict]:
@@ -159,7 +159,7 @@ def to_yaml(q: Quality) -> str:
     flags = {f.flag: {"label": f.label, "flagged": f.flagged, "labelled": f.labelled, "both": f.both,
                       "precision": None if f.precision is None else round(f.precision, 4),
                       "recall": None if f.recall is None else round(f.recall, 4)} for f in q.flags}
-    head = ("# Written by `python benchmarks/flag_quality.py --write` from tests/data/flag_labels.jsonl; do not edit.\n"
+    head = ("# Written by `python benchmarks/flag_quality.py --write` from pipeline/annotate/flag_labels.jsonl; do not edit.\n"
             "# Each flag against the label it claims (docs/flags.md); tests/test_flag_quality.py holds these as floors.\n")
     return head + yaml.safe_dump({"labelled_rows": q.rows, "verify_agreement": round(q.verify_agreement, 4),
                                   "flags": flags}, sort_keys=False)

@@ -29,8 +29,8 @@ from __future__ import annotations
 from fractions import Fraction
 from functools import lru_cache
 
-from pipeline.annotate.arith import Statement, answer_value, numbers, question_numbers, show, statements
 from pipeline.annotate.hit import Hit
+from pipeline.arith import Statement, answer_value, numbers, question_numbers, show, statements
 
 _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: at most ~130 MB of keys)
 
@@ -40,7 +40,7 @@ def check_working(completion: str, extracted: str | None, question: str, *, setu
 
     ``setup``: also fire when the working's arithmetic never uses some of the question's numbers
     (a wrong setup, such as ``19 + 20 = 39``), with the evidence naming them. Linear in the completion
-    (:mod:`pipeline.annotate.arith`); a group's k samples often repeat one short text, so short ones are cached.
+    (:mod:`pipeline.arith`); a group's k samples often repeat one short text, so short ones are cached.
     """
     if len(completion) <= _CACHED_CHARS:
         return _check_cached(completion, extracted, question, setup)

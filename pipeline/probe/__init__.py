@@ -16,6 +16,12 @@ The probe is not a stage of the main ``dvc.yaml`` (it would push the main job pa
 
 from __future__ import annotations
 
-from pipeline.probe.stage import ProbeConfig, ProbeError, ProbeResult, probe_dir, run, train_and_extract
+from pipeline.errors import require_extra
+
+# torch & co. come with the ``probe`` extra, not with passband itself: without them, importing the probe is one
+# line that names the extra (the CLI shows it for ``passband probe``), not a traceback from deep inside sae.py
+require_extra("probe", "passband probe", "torch", "transformers", "safetensors")
+
+from pipeline.probe.stage import ProbeConfig, ProbeError, ProbeResult, probe_dir, run, train_and_extract  # noqa: E402
 
 __all__ = ["ProbeConfig", "ProbeError", "ProbeResult", "probe_dir", "run", "train_and_extract"]

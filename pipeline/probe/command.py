@@ -74,7 +74,7 @@ def command(ctx, *, params_path, policy, limit, layer, latents, steps, top_k, th
 @click.option("--steps", type=click.IntRange(min=1), default=1500, show_default=True, help="T-SAE training steps.")
 @click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True, help="Cross-validation folds.")
 @click.option("--labelled/--no-labelled", default=True, show_default=True,
-              help="Also probe the labelled set (tests/data/flag_labels.jsonl: human labels and its text flags).")
+              help="Also probe the labelled set (pipeline/annotate/flag_labels.jsonl: human labels and its text flags).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for report.json and report.md (default: data/probe/reports/<report_id>).")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,

@@ -1,7 +1,7 @@
 """``passband probe report``: the shell of the probe's reports (docs/probe.md, "Reports").
 
 Reads one policy's rollouts (with their verdicts, flags and bands), the labelled set
-(tests/data/flag_labels.jsonl: human labels, and the text flags the real verify and annotate cores give it) and,
+(pipeline/annotate/flag_labels.jsonl: human labels, and the text flags the real verify and annotate cores give it) and,
 optionally, a GRPO checkpoint with its ``records/`` (the rollouts and verdicts it recorded while training); runs
 each through its model for activations (cached under ``probe/acts/<digest>/``: a rerun reuses them), trains a
 T-SAE on the base rollouts' activations (or loads it: ``probe/<sae_id>/tsae.safetensors`` of ``passband probe``,

@@ -1,7 +1,7 @@
 """The rule-based backward writer (``llm_backward`` with ``writer: rules``, the embedded default).
 
 Where the parent's reference solution is a chain of computations that recomputes
-(:func:`pipeline.reformulate.arithmetic.chain`: the synthetic set's ``14 + 9 = 23.`` steps,
+(:func:`pipeline.arith.chain`: the synthetic set's ``14 + 9 = 23.`` steps,
 GSM8K's ``<<48/2=24>>`` annotations) and ends at the gold, the answer is stated and the
 child asks for a quantity the chain determines. Rungs, in the order the ladder measures them:
 
@@ -21,7 +21,7 @@ child asks for a quantity the chain determines. Rungs, in the order the ladder m
   question already gives, or whose sentence does not show its computation (GSM8K's
   ``S + <<+30+46=76>>76``), is no rung.
 - ``step:<i>.<j>``: step j of the place-value expansion of step i
-  (:func:`pipeline.reformulate.arithmetic.expand_step`: ``48 - 29 = 19`` is ``48 - 20 = 28``
+  (:func:`pipeline.arith.expand_step`: ``48 - 29 = 19`` is ``48 - 20 = 28``
   then ``28 - 9 = 19``), shown alone with its result replaced by ``x``; measured after the
   solution's own steps. A one-operation parent (the synthetic set's ``What is 48 - 29?``, most
   of its hard items) has no intermediate of its own; its expansion does::
@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from pipeline.reformulate.arithmetic import NotArithmetic, Step, chain, evaluate, expand_step, fmt
+from pipeline.arith import NotArithmetic, Step, chain, expand_step, fmt, step_value
 from pipeline.reformulate.fobar import TEMPLATE as FOBAR_TEMPLATE
 from pipeline.reformulate.fobar import answer_text
 from pipeline.reformulate.numerals import count_x, find_numbers, has_variable_x, mask
@@ -70,7 +70,7 @@ def _replay(steps: list[Step], old: Fraction, new: Fraction) -> Fraction:
         expr = "".join(str(values.get(Fraction(p), Fraction(p))) if re.fullmatch(r"\d+(?:\.\d+)?", p) else p
                        for p in parts)
         expr = re.sub(r"(\d+)/(\d+)", r"(\1/\2)", expr)
-        last = evaluate(expr)
+        last = step_value(expr)
         values[s.value] = last
     return last
 
@@ -123,7 +123,7 @@ def _expansion(step: Step) -> list[tuple[int, str, Fraction]]:
     out = []
     for j, text in enumerate(expanded[1:], start=1):  # [0] is the decomposition, not a computation
         expr = text.split("=")[0].strip()
-        out.append((j, f"{expr} = x.", evaluate(expr)))
+        out.append((j, f"{expr} = x.", step_value(expr)))
     return out
 
 

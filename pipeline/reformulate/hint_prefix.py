@@ -32,9 +32,9 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
+from pipeline.arith import expand
 from pipeline.config import Model
 from pipeline.gold import is_plain_number
-from pipeline.reformulate.arithmetic import expand
 from pipeline.reformulate.numerals import find_numbers, to_value
 from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Rung, register
 from pipeline.verify.gold_check import golds_equivalent

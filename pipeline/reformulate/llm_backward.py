@@ -30,10 +30,11 @@ from typing import Any, ClassVar
 import yaml
 from pydantic import Field
 
+from pipeline import arith
 from pipeline.config import ConfigError, Model
 from pipeline.keys import digest, normalize_question
 from pipeline.numbers import STRICT
-from pipeline.reformulate import arithmetic, backward_rules
+from pipeline.reformulate import backward_rules
 from pipeline.reformulate.fobar import TEMPLATE, answer_text, backward_question, equals_answer
 from pipeline.reformulate.numerals import count_x, find_numbers, gold_text, has_variable_x, substitute_x, to_value
 from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Rung, Skip, register
@@ -82,7 +83,7 @@ class LlmBackwardOptions(Model):
 @functools.cache
 def rules_digest() -> str:
     """A digest of the rule writer's code (the rules and the arithmetic they recompute with): its identity."""
-    return digest("".join(Path(m.__file__).read_text(encoding="utf-8") for m in (backward_rules, arithmetic)))
+    return digest("".join(Path(m.__file__).read_text(encoding="utf-8") for m in (backward_rules, arith)))
 
 
 @register

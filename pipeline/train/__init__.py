@@ -1,2 +1,3 @@
-"""Training on passband's published configs: GRPO with TRL (:mod:`pipeline.train.grpo`) and the
-band-value experiment (:mod:`pipeline.train.band_value`), which measures trained checkpoints with passband."""
+"""Training on passband's published configs: GRPO with TRL (:mod:`pipeline.train.grpo`), the learnability sampler
+(:mod:`pipeline.train.sampler`) and the rollout recorder (:mod:`pipeline.train.recorder`). The band-value experiment
+that uses them lives with its experiment (experiments/band_value/bandvalue)."""

@@ -6,8 +6,8 @@ import re
 
 from pydantic import Field
 
-from pipeline.annotate.arith import answer_key, stated_answers
 from pipeline.annotate.detectors import Hit, register
+from pipeline.arith import answer_key, stated_answers
 from pipeline.config import Model
 from pipeline.thinking import SQL_HAS_THINKING
 from pipeline.thinking import split as split_thinking

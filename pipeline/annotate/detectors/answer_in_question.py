@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
-from pipeline.annotate.arith import computes
 from pipeline.annotate.detectors import Hit, register
+from pipeline.arith import computes, number
 from pipeline.numbers import IN_TEXT, IN_TEXT_SQL
 from pipeline.verify.grader import normalize_answer
-
-
-def _number(text: str) -> float | None:
-    try:
-        v = float(text.replace(",", ""))
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
 
 
 @register("answer_in_question", kind="shortcut", label="copied", side="verdicts",
@@ -33,12 +23,12 @@ def answer_in_question(row: dict, opts) -> Hit | None:
     """
     if row["status"] != "correct" or row["extracted"] is None:
         return None
-    ans = _number(normalize_answer(row["extracted"]))
+    ans = number(normalize_answer(row["extracted"]))  # exact, as the working's statements are read
     if ans is None:
         return None
-    nums = [v for v in (_number(m) for m in IN_TEXT.findall(row["question"])) if v is not None]
+    nums = [v for v in (number(m) for m in IN_TEXT.findall(row["question"])) if v is not None]
     distinct = sorted(set(nums))
     if ans not in distinct or computes(row["completion"], ans):
         return None
-    shown = ", ".join(f"{v:g}" for v in distinct[:12])
-    return Hit(1.0 / len(distinct), f"answer {ans:g} is one of the question's numbers [{shown}]")
+    shown = ", ".join(f"{float(v):g}" for v in distinct[:12])
+    return Hit(1.0 / len(distinct), f"answer {float(ans):g} is one of the question's numbers [{shown}]")

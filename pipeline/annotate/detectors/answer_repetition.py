@@ -6,8 +6,8 @@ from collections import Counter
 
 from pydantic import Field
 
-from pipeline.annotate.arith import stated_answers
 from pipeline.annotate.detectors import MARKERS, Hit, register
+from pipeline.arith import stated_answers
 from pipeline.config import Model
 from pipeline.thinking import final_section
 from pipeline.verify.grader import normalize_answer

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.annotate.arith import LATEX_PER_TEXT, LEADING, answer_key, answer_value, stated_answers
 from pipeline.annotate.detectors import MARKERS, Hit, register
+from pipeline.arith import LATEX_PER_TEXT, LEADING, answer_key, answer_value, stated_answers
 from pipeline.thinking import final_section
 
 

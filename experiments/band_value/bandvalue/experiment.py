@@ -15,7 +15,7 @@ weights) measured on the held-out and out-of-distribution sources by passband's 
 annotate stages, one policy at a time (the base, then each run as soon as it is trained): its samples in
 ``measure/<name>/`` (DVC's cache), its policies and difficulty tables and training log in ``results/<name>/``,
 small and committed to git, so a lost cache costs checkpoints, never a measured result. The report
-(:mod:`pipeline.train.band_value_report`) turns ``results/`` into the arms' tables, the contrasts (a
+(:mod:`bandvalue.report`) turns ``results/`` into the arms' tables, the contrasts (a
 permutation test over runs, Holm-corrected) and a PNG.
 
 Configuration: ``band_value.yaml`` beside the experiment's ``params.yaml``::
@@ -43,12 +43,12 @@ from typing import Any
 import yaml
 from pydantic import Field
 
+from bandvalue import report as rep
 from pipeline import annotate, rollout, verify
 from pipeline.config import ConfigError, Model, Params, load_params, parse_options
 from pipeline.io import atomic_write_text, read_table
 from pipeline.ownership import remove_tree
 from pipeline.rollout.policy import resolve_policy
-from pipeline.train import band_value_report as rep
 from pipeline.train.grpo import GrpoConfig, newline_token_ids, train_arm, weights_digest
 from pipeline.train.recorder import RolloutRecorder
 from pipeline.train.sampler import LearnabilitySampler

@@ -1,4 +1,9 @@
-"""``passband band-value``: the band-value experiment's stages (experiments/band_value/dvc.yaml). Thin shells."""
+"""``python -m bandvalue``: the band-value experiment's stages (dvc.yaml beside this package). Thin shells.
+
+Run from experiments/band_value (or with it on ``sys.path``): ``python -m bandvalue arms|train|measure|report``,
+each reading ``params.yaml`` (``--params``) and ``band_value.yaml`` beside it (``--config``). The experiment's
+pinned stages ran the same commands as ``passband band-value`` of the pinned commit, before they moved here.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,27 @@ from pathlib import Path
 
 import click
 
+from bandvalue.experiment import load_config, write_arms
+from bandvalue.experiment import measure as measure_policy
+from bandvalue.experiment import report as write_report
+from bandvalue.experiment import train as train_arm
+from pipeline.errors import PassbandError, explain
 from pipeline.options import progress_option, with_params
-from pipeline.train.band_value import load_config, write_arms
-from pipeline.train.band_value import measure as measure_policy
-from pipeline.train.band_value import report as write_report
-from pipeline.train.band_value import train as train_arm
+
+
+class _Group(click.Group):
+    """passband's errors (bad config, missing tables) and the OS errors a user can act on as one line and exit 1,
+    as ``passband`` prints them."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PassbandError as exc:
+            raise click.ClickException(str(exc)) from None
+        except Exception as exc:  # a full disk, a read-only folder: one line too
+            if (line := explain(exc)) is None:
+                raise
+            raise click.ClickException(line) from None
 
 
 def with_config(fn):
@@ -28,7 +49,7 @@ def with_config(fn):
     return wrapper
 
 
-@click.group("band-value")
+@click.group("band-value", cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 def band_value() -> None:
     """The band-value experiment: GRPO arms drawn by band, measured on held-out items by passband."""
 
