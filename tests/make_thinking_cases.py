@@ -1,4 +1,4 @@
-"""Write tests/data/thinking_cases.jsonl: reasoning-model completions with hand-checkable grades (issue 25).
+"""Write tests/data/thinking_cases.jsonl: reasoning-model completions with hand-checkable grades.
 
 ``python tests/make_thinking_cases.py`` (needs ../shared/data: GSM8K test, MATH train; the data files are
 read, never copied: each case keeps only one solution, reworded into a completion).

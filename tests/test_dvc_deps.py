@@ -12,7 +12,8 @@ command passes through, shapes no output and is not counted). The data files tha
 a folder above it.
 
 Run ``python tests/test_dvc_deps.py`` to print, per stage, the smallest folder-grouped deps that
-cover what it loads today (the lists shrink as the import circle of issue 28 item 2 is cut), and
+cover what it loads today (long lists: pipeline/params.py, which every subcommand loads its params through,
+imports the stages' registries to check each name at load), and
 ``python tests/test_dvc_deps.py --write`` to put them in both dvc.yaml files (data deps and comments kept).
 """
 
