@@ -51,6 +51,8 @@ def main() -> None:
     ap.add_argument("--labels", type=Path, default=LABELLED_SET)
     ap.add_argument("--sweep", action="store_true", help="also sweep each threshold over the labelled set")
     ap.add_argument("--write", action="store_true", help=f"write the figures to {MEASURED.relative_to(REPO)}")
+    ap.add_argument("--check", action="store_true",
+                    help=f"only exit 1 when {MEASURED.relative_to(REPO)} differs from the figures measured now")
     ap.add_argument("--main-job", action="store_true",
                     help="on the main job's tables (params.yaml): correct rollouts with a false statement vs flagged")
     ap.add_argument("--show", choices=sorted(FLAG_LABEL), help="list the rows where this flag and its label disagree")
@@ -60,6 +62,11 @@ def main() -> None:
     rows = load_labels(args.labels)
     verified = verify_rows(rows)
     q = measure(rows, verified=verified)
+    if args.check:  # what `python -m pipeline.docs --check` runs: the committed figures are the code's
+        if MEASURED.read_text() != to_yaml(q):
+            sys.exit(f"{MEASURED.relative_to(REPO)} differs from the figures measured now "
+                     "(run: python benchmarks/flag_quality.py --write)")
+        return None
     print(render(q))
     targets = [f"{f.flag} precision {f.precision:.2f} {'>=' if f.precision >= 0.9 else '<'} 0.9"
                for f in q.flags if f.kind == "shortcut" and f.precision is not None]
