@@ -198,3 +198,17 @@ def test_the_readme_links_the_measured_results():
     text = (REPO / "README.md").read_text()
     for results in ("benchmarks/RESULTS.md", "experiments/band_value/RESULTS.md"):
         assert f"]({results})" in text and (REPO / results).is_file(), results
+
+
+def test_the_band_value_results_are_newest_first_and_mark_the_superseded():
+    from datetime import datetime
+
+    text = (REPO / "experiments/band_value/RESULTS.md").read_text()
+    sections = re.findall(r"^## (.*)\n((?:(?!^## ).*\n?)*)", text, flags=re.M)
+    dated = [(head, body, re.findall(r"(\d{1,2}) (\w{3}) (\d{4})", head)) for head, body in sections]
+    assert len(dated) >= 5 and all(d for _, _, d in dated), "every section's heading names its date"
+    days = [max(datetime.strptime(" ".join(d), "%d %b %Y") for d in found) for _, _, found in dated]
+    assert days == sorted(days, reverse=True), "newest first"
+    for head, body, _ in dated:  # a heading that says superseded says by what, in a marked line under it
+        if "superseded" in head.lower():
+            assert body.lstrip().startswith("**Superseded:** "), head

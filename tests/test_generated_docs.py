@@ -33,6 +33,12 @@ def test_every_generator_is_a_target_in_dependency_order():
     assert all((REPO / s.path).is_file() for s in docs.SCRIPTS)
 
 
+def test_the_operations_page_lists_every_target():
+    page = (REPO / "docs/operations.md").read_text()
+    section = page.split("## Generated files", 1)[1].split("\n## ", 1)[0]
+    assert [t.name for t in docs.TARGETS if f"`{t.name}`" not in section] == []
+
+
 def test_an_unknown_target_is_one_line(capsys):
     assert docs.main(["--check", "--only", "flagz"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown target 'flagz'; known: flag_quality, ")
