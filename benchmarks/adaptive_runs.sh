@@ -1,5 +1,5 @@
 #!/bin/bash
-# Real parts (b), (c) and the prior run of benchmarks/adaptive_vs_fixed.py (issue 13), on the embedded model.
+# Real parts (b), (c) and the prior run of benchmarks/adaptive_vs_fixed.py, on the embedded model.
 # Data lives under benchmarks/out/ (git-ignored). Heavy: holds the shared lock once, <= ~15 min (each step
 # bounded by a timeout; the rollout stage resumes, so re-running this script continues where it stopped).
 #   benchmarks/adaptive_runs.sh [N_A] [N_B]     # problems for policy A (fixed k=32 and adaptive), for B
@@ -11,7 +11,7 @@ NA=${1:-64}; NB=${2:-32}
 D=benchmarks/out/adaptive; E=benchmarks/out/adaptive-e2e; P=.venv/bin/passband
 mkdir -p $D $E
 cat > $D/params.yaml <<'YAML'
-# issue 13 experiment (written by benchmarks/adaptive_runs.sh): 205 synthetic problems, two policies, k=32
+# adaptive-budget experiment (written by benchmarks/adaptive_runs.sh): 205 synthetic problems, two policies, k=32
 paths:
   problems: data/problems
   rejects: data/rejects

@@ -1,4 +1,4 @@
-"""Adaptive sampling budget vs fixed k: rollouts used and band quality, in one run (issue 13).
+"""Adaptive sampling budget vs fixed k: rollouts used and band quality, in one run.
 
     python benchmarks/adaptive_vs_fixed.py                     # (a) simulation only
     python benchmarks/adaptive_vs_fixed.py --real benchmarks/out/adaptive/params.yaml \\

@@ -1,4 +1,4 @@
-"""Annotate on long chains of thought (issue 25 item 2): N completions of ~16k tokens, peak RSS and time vs a raw scan.
+"""Annotate on long chains of thought (reasoning models): N completions of ~16k tokens, peak RSS and time vs a raw scan.
 
     .venv/bin/python benchmarks/annotate_longcot.py --rows 20000    # the issue's size (1.3 GB of text)
     .venv/bin/python benchmarks/annotate_longcot.py --rows 1000     # a quick look, with the estimate for 20,000

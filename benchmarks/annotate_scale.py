@@ -106,7 +106,7 @@ def generate(out: Path, rows: int, k: int = 8) -> None:
     (out / "done").write_text(stamp + "\n")
 
 
-# (b) aggregation only: the per-group counts; never reads completion text (the figure issue 4 first compared with)
+# (b) aggregation only: the per-group counts; never reads completion text (the first figure the stage was compared with)
 RAW_AGG = """COPY (
   SELECT v.problem_id, v.policy_id, count(*) AS n, count(*) FILTER (WHERE v.status = 'correct') AS n_correct,
          count(*) FILTER (WHERE v.status = 'no_answer') AS n_no_answer,

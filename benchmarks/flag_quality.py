@@ -8,9 +8,9 @@
 Reads pipeline/annotate/flag_labels.jsonl (real SmolLM2-135M completions, 3-shot, max_tokens 256, on the
 synthetic set and GSM8K test; labelled by hand following docs/flags.md), runs the real verify core
 (math-verify) and annotate core (every detector) on them and prints, per flag: flagged, labelled,
-precision and recall with Wilson 95 % intervals. Targets (issue 18): precision >= 0.9 for every
-shortcut flag, recall >= 0.8 for unsupported_answer; tests/test_flag_quality.py holds each figure
-at or above what it was when the set was labelled.
+precision and recall with Wilson 95 % intervals. Targets (a flag a user filters on must rarely be wrong):
+precision >= 0.9 for every shortcut flag, recall >= 0.8 for unsupported_answer; tests/test_flag_quality.py holds
+each figure at or above what it was when the set was labelled.
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ def main() -> None:
     ap.add_argument("--labels", type=Path, default=LABELLED_SET)
     ap.add_argument("--sweep", action="store_true", help="also sweep each threshold over the labelled set")
     ap.add_argument("--write", action="store_true", help=f"write the figures to {MEASURED.relative_to(REPO)}")
+    ap.add_argument("--check", action="store_true",
+                    help=f"only exit 1 when {MEASURED.relative_to(REPO)} differs from the figures measured now")
     ap.add_argument("--main-job", action="store_true",
                     help="on the main job's tables (params.yaml): correct rollouts with a false statement vs flagged")
     ap.add_argument("--show", choices=sorted(FLAG_LABEL), help="list the rows where this flag and its label disagree")
@@ -60,6 +62,11 @@ def main() -> None:
     rows = load_labels(args.labels)
     verified = verify_rows(rows)
     q = measure(rows, verified=verified)
+    if args.check:  # what `python -m pipeline.docs --check` runs: the committed figures are the code's
+        if MEASURED.read_text() != to_yaml(q):
+            sys.exit(f"{MEASURED.relative_to(REPO)} differs from the figures measured now "
+                     "(run: python benchmarks/flag_quality.py --write)")
+        return None
     print(render(q))
     targets = [f"{f.flag} precision {f.precision:.2f} {'>=' if f.precision >= 0.9 else '<'} 0.9"
                for f in q.flags if f.kind == "shortcut" and f.precision is not None]

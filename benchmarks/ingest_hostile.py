@@ -1,4 +1,4 @@
-"""Ingest on hostile and careless input (issue 29): time, peak memory and outcome of each case.
+"""Ingest on hostile and careless input: time, peak memory and outcome of each case.
 
     python benchmarks/ingest_hostile.py [--before REF] [--rows 300000] [--line-mb 200] [--only CASE ...]
 

@@ -1,4 +1,4 @@
-"""What proving ownership costs before a destructive operation (issue 29): prints the figures.
+"""What proving ownership costs before a destructive operation: prints the figures.
 
     .venv/bin/python benchmarks/ownership_cost.py [--shards 1000]
 

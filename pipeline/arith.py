@@ -5,7 +5,7 @@ each side is evaluated with exact rationals (+ - * / ^ and brackets only, Python
 that still holds a backslash is read by latex2sympy2 (math-verify's own parser) where it parses.
 A chain ``a = b = c`` gives the statements ``a = b`` and ``b = c``.
 
-Bounded on any model text (issue 29; a 32k-token completion takes under a second): the reader is linear in the
+Bounded on any model text, which is hostile input (a 32k-token completion takes under a second): the reader is linear in the
 text, evaluation is iterative (no recursion, any nesting depth), a number or result over :data:`MAX_DIGITS`
 digits is not evaluated (the side reads as "not arithmetic"), a power needs an integer exponent up to 64 and a
 base up to 10^6, and sympy sees only LaTeX sides up to :data:`MAX_LATEX_CHARS` characters whose size it is

@@ -1,6 +1,11 @@
-"""The generated parts of docs/*.md: ``python -m pipeline.docs`` (or ``--write``) rewrites them, ``python -m
-pipeline.docs --check`` exits 1 naming every block that disagrees with its source (tests/test_generated_docs.py
-runs the check in CI).
+"""Everything in the repository that is generated, not written: ``python -m pipeline.docs`` (or ``--write``)
+regenerates it, ``python -m pipeline.docs --check`` exits 1 naming every target that disagrees with its source
+(``.ci/run`` runs the check before the tests; tests/test_generated_docs.py shows that a hand edit of each fails it).
+``--only NAME`` limits either to some targets. The targets are the generated blocks of the pages (below) and the
+generators that live beside what they generate, each a script with its own ``--check`` and ``--write``
+(:data:`SCRIPTS`): the measured flag quality, the test fixtures, the code deps of the dvc.yaml files and the
+checked command outputs of README.md and docs/*.md (README's ``passband summary``). ``--write`` runs them in
+:data:`TARGETS`' order, so what a later target reads (the flag quality a page quotes) is already new.
 
 A generated block sits between two HTML comments, ``<!-- generated:NAME begin ... -->`` and
 ``<!-- generated:NAME end -->`` (docs/tables.md keeps its older ``tables:begin``/``tables:end`` pair); the
@@ -14,14 +19,18 @@ text around it is hand-written and left alone. The blocks and their sources:
 - ``config`` (docs/configuration.md): every params.yaml key, from the pydantic models of pipeline/config.py
   (type, default, the field's description);
 - ``stages`` (docs/stages.md): every stage of dvc.yaml with its command and what it writes;
-- ``cli`` (docs/cli.md): each subcommand's ``--help`` (``COMMANDS`` in pipeline/cli.py).
+- ``cli`` (docs/cli.md): each subcommand's ``--help`` (``COMMANDS`` in pipeline/cli.py);
+- ``suites`` (README.md) and ``suite_runs`` (benchmarks/RESULTS.md): the test suites' wall times, from
+  benchmarks/suite_times.yaml (README shows each suite's newest run, RESULTS.md every run, the older marked).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import subprocess
 import sys
 import types
 import typing
@@ -225,6 +234,55 @@ def cli_markdown() -> str:
     return "\n".join(parts)
 
 
+SUITE_TIMES = "benchmarks/suite_times.yaml"
+
+
+def _suite_times() -> tuple[dict, list[dict]]:
+    """The suites and their runs, newest first; each run gains ``superseded`` (a newer run of its suite on as many
+    processes exists)."""
+    doc = yaml.safe_load((ROOT / SUITE_TIMES).read_text())
+    suites, runs = doc["suites"], sorted(doc["runs"], key=lambda r: r["date"], reverse=True)
+    newest: set[tuple[str, int]] = set()
+    for r in runs:
+        if r["suite"] not in suites:
+            raise DocsError(f"{SUITE_TIMES}: a run of unknown suite {r['suite']!r}; known: {', '.join(suites)}")
+        key = (r["suite"], r["processes"])
+        r["superseded"] = key in newest
+        newest.add(key)
+    return suites, runs
+
+
+def _run_text(r: dict, *, date: bool = True) -> str:
+    procs = "one process" if r["processes"] == 1 else f"{r['processes']} processes"
+    counts = [f"{r['passed']:,} passed" if "passed" in r else "", f"{r['skipped']:,} skipped" if "skipped" in r else ""]
+    detail = "; ".join(x for x in [r.get("how", ""), ", ".join(c for c in counts if c),
+                                   f"{r['date'].day} {r['date']:%b}" if date else ""] if x)
+    return f"{r['wall']} on {procs}" + (f" ({detail})" if detail else "")
+
+
+def suites_markdown() -> str:
+    """README's test table: each suite with its newest run on each number of processes (the most processes first)."""
+    suites, runs = _suite_times()
+    lines = ["| suite | command | time (2-core box) |", "|---|---|---|"]
+    for name, s in suites.items():
+        current = sorted((r for r in runs if r["suite"] == name and not r["superseded"]), key=lambda r: -r["processes"])
+        times = "; ".join(_run_text(r) for r in current) or "not measured yet"
+        what = f": {_cell(s['what'])}" if s.get("what") else ""
+        lines.append(f"| {name} | `{s['command']}`{what} | {_cell(times)} |")
+    return "\n".join(lines) + "\n"
+
+
+def suite_runs_markdown() -> str:
+    """Every measured run of a suite, newest first, the superseded ones marked."""
+    suites, runs = _suite_times()
+    lines = ["| date | suite | command | wall time | |", "|---|---|---|---|---|"]
+    for r in runs:
+        mark = "superseded by a newer run" if r["superseded"] else "current"
+        lines.append(f"| {r['date']} | {r['suite']} | `{suites[r['suite']]['command']}` | "
+                     f"{_cell(_run_text(r, date=False))} | {mark} |")
+    return "\n".join(lines) + "\n"
+
+
 # --- the blocks -----------------------------------------------------------------------------------------------
 
 
@@ -254,7 +312,39 @@ BLOCKS: list[Block] = [
     Block("stages", "docs/stages.md", "dvc.yaml", lambda _: stages_markdown()),
     Block("presets", "docs/stages.md", "pipeline/ingest/presets/*.yaml", presets_markdown),
     Block("cli", "docs/cli.md", "pipeline/cli.py's --help", lambda _: cli_markdown()),
+    Block("suites", "README.md", SUITE_TIMES, lambda _: suites_markdown()),
+    Block("suite_runs", "benchmarks/RESULTS.md", SUITE_TIMES, lambda _: suite_runs_markdown()),
 ]
+
+
+@dataclass(frozen=True)
+class Script:
+    """A generator that lives beside what it generates (tests/, benchmarks/): ``python PATH --check`` exits 1 when
+    its output disagrees with what is committed, ``python PATH --write`` rewrites it. It runs in a subprocess with
+    the root first on ``PYTHONPATH``, so a copy of the repository checks its own code."""
+
+    name: str
+    path: str  # relative to the repository root
+    writes: str
+
+    def start(self, root: Path, mode: str) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+        return subprocess.Popen([sys.executable, str(root / self.path), mode], cwd=root, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+SCRIPTS: list[Script] = [
+    Script("flag_quality", "benchmarks/flag_quality.py", "pipeline/annotate/flag_quality.yaml (the labelled set's "
+           "precision and recall, which the flags block and `passband summary` quote)"),
+    Script("preset_fixtures", "tests/make_preset_fixtures.py", "tests/data/presets/ (one Parquet file per preset)"),
+    Script("thinking_cases", "tests/make_thinking_cases.py", "tests/data/thinking_cases.jsonl (needs ../shared/data)"),
+    Script("dvc_deps", "tests/test_dvc_deps.py", "the code deps of dvc.yaml and experiments/band_value/dvc.yaml"),
+    Script("outputs", "tests/test_docs.py", "the outputs of the `<!-- check: output -->` blocks of README.md and "
+           "docs/*.md (README's `passband summary`, on the embedded completions)"),
+]
+
+# in the order --write runs them: the flag quality first (the flags block and the summary quote it), the outputs last
+TARGETS: list[Block | Script] = [SCRIPTS[0], *SCRIPTS[1:4], *BLOCKS, SCRIPTS[4]]
 
 
 def render_block(page: str, block: Block) -> str:
@@ -276,30 +366,61 @@ def render(page: str) -> str:
     return render_block(page, BLOCKS[0])
 
 
-def stale(root: Path = ROOT) -> list[str]:
-    """``page: block`` for every generated block that disagrees with its source under ``root``."""
+def _targets(only: list[str] | None) -> list[Block | Script]:
+    if only is None:
+        return TARGETS
+    names = [t.name for t in TARGETS]
+    if bad := [n for n in only if n not in names]:
+        raise DocsError(f"unknown target {bad[0]!r}; known: {', '.join(names)}")
+    return [t for t in TARGETS if t.name in only]
+
+
+def _finish(proc: subprocess.Popen) -> tuple[int, str]:
+    """The exit status and the last line the script printed (on stderr, else stdout)."""
+    out, err = proc.communicate()
+    lines = (err.strip() or out.strip()).splitlines()
+    return proc.returncode, lines[-1] if lines else f"exit {proc.returncode}"
+
+
+def stale(root: Path = ROOT, only: list[str] | None = None) -> list[str]:
+    """``page: block`` for every generated block that disagrees with its source under ``root``, ``script: name (what
+    it said)`` for every generator whose check fails; ``only``: just these targets."""
+    targets = _targets(only)
+    # the checks only read, so the scripts run side by side (each is one process, mostly one core)
+    running = {t.name: t.start(root, "--check") for t in targets if isinstance(t, Script) and (root / t.path).is_file()}
     out = []
-    for b in BLOCKS:
-        path = root / b.page
+    for t in targets:
+        if isinstance(t, Script):
+            if t.name not in running:
+                out.append(f"{t.path}: {t.name} (the script is missing)")
+            elif (said := _finish(running[t.name]))[0] != 0:
+                out.append(f"{t.path}: {t.name} ({said[1]})")
+            continue
+        path = root / t.page
         text = path.read_text() if path.is_file() else ""
         try:
-            if render_block(text, b) != text:
-                out.append(f"{b.page}: {b.name}")
+            if render_block(text, t) != text:
+                out.append(f"{t.page}: {t.name}")
         except DocsError as exc:
             out.append(str(exc))
     return out
 
 
-def write(root: Path = ROOT) -> list[Path]:
-    """Rewrite every generated block under ``root``; the pages that changed."""
+def write(root: Path = ROOT, only: list[str] | None = None) -> list[str]:
+    """Regenerate every target under ``root`` (``only``: just these); the pages that changed and the generators run."""
     changed = []
-    for b in BLOCKS:
-        path = root / b.page
+    for t in _targets(only):
+        if isinstance(t, Script):
+            if (said := _finish(t.start(root, "--write")))[0] != 0:
+                raise DocsError(f"{t.path} --write failed: {said[1]}")
+            changed.append(f"{t.path}: {t.name} ({t.writes})")
+            continue
+        path = root / t.page
         text = path.read_text() if path.is_file() else ""
-        new = render_block(text, b)
+        new = render_block(text, t)
         if new != text:
             atomic_write_text(path, new)
-            changed.append(path)
+            changed.append(f"{t.page}: {t.name}")
     return changed
 
 
@@ -308,16 +429,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=ROOT, help="the repository whose docs/ to check or write")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="exit 1 if a generated block is out of date")
-    mode.add_argument("--write", action="store_true", help="rewrite the generated blocks (the default)")
+    mode.add_argument("--write", action="store_true", help="regenerate every target (the default)")
+    ap.add_argument("--only", action="append", metavar="NAME",
+                    help=f"only this target (repeatable): {', '.join(t.name for t in TARGETS)}")
     args = ap.parse_args(argv)
-    if args.check:
-        if bad := stale(args.root):
-            print("generated docs out of date (run: python -m pipeline.docs --write):\n  " + "\n  ".join(bad),
-                  file=sys.stderr)
-            return 1
-        return 0
-    for path in write(args.root):
-        print(f"wrote {path}")
+    try:
+        if args.check:
+            if bad := stale(args.root, args.only):
+                print("generated files out of date (run: python -m pipeline.docs --write):\n  " + "\n  ".join(bad),
+                      file=sys.stderr)
+                return 1
+            return 0
+        for what in write(args.root, args.only):
+            print(f"wrote {what}")
+    except DocsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

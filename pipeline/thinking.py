@@ -1,4 +1,4 @@
-"""A completion's thinking and its final answer section: the verifier grades the final section, the flags read both (issue 25).
+"""A completion's thinking and its final answer section: the verifier grades the final section, the flags read both.
 
 A reasoning model writes ``<think>...</think>`` (or ``<|begin_of_thought|>...<|end_of_thought|>``) before its
 final answer; with an R1-distill prompt the opening tag is in the prompt, so only the closing one is in the

@@ -24,9 +24,11 @@ def build(root: Path):
     from pipeline.keys import problem_id
     from pipeline.schema import schema
 
+    # a generous verify timeout: every completion grades in well under a second, but on a loaded box 2 s turned
+    # 3 to 12 of the 342 into `timeout` verdicts, and the README's summary (a checked output) changed with the load
     params = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
               "policies": {"p": {"model": "embedded"}}, "rollout": {"policies": ["p"]},
-              "verify": {"workers": 2, "timeout_s": 2.0}}
+              "verify": {"workers": 2, "timeout_s": 30.0}}
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     probs, rolls, seen = {}, [], {}
     for r in (json.loads(line) for line in COMPLETIONS.read_text().splitlines()):

@@ -5,7 +5,11 @@ Parquet holds them), a few well-formed rows (questions written for these tests, 
 least one malformed row. The layouts come from the datasets' cards and loading code as the author
 knew them (the Hub is not reachable here); tests/test_ingest_presets.py checks what ingest makes of them.
 
-    python tests/make_preset_fixtures.py      # rewrites the files (deterministic)
+    python tests/make_preset_fixtures.py --write   # rewrites the files (deterministic)
+    python tests/make_preset_fixtures.py --check   # exit 1 when a file differs from what this script makes
+
+``python -m pipeline.docs`` runs both with the repository's other generators. ``--check`` compares the tables (schema
+and rows), not the bytes, since Parquet's footer names the pyarrow version that wrote it.
 """
 
 from __future__ import annotations
@@ -152,6 +156,31 @@ def write(out: Path = OUT) -> list[Path]:
     return written
 
 
+def differences(out: Path = OUT) -> list[str]:
+    """The fixture files under ``out`` whose table differs from what :data:`FIXTURES` makes, and any extra file."""
+    bad, expected = [], set()
+    for name, (split, sch, rows) in FIXTURES.items():
+        path = out / name / f"{split}-00000-of-00001.parquet"
+        expected.add(path)
+        sink = pa.BufferOutputStream()  # through Parquet and back, as the file was (list fields come back renamed)
+        pq.write_table(pa.Table.from_pylist(rows, schema=sch), sink)
+        want = pq.read_table(pa.BufferReader(sink.getvalue()))
+        if not path.is_file():
+            bad.append(f"{path.relative_to(out)}: missing")
+        # rows compared by repr: a NaN solve rate (a malformed row) equals itself there, not under == or equals()
+        elif not ((got := pq.read_table(path)).schema.equals(want.schema)
+                  and repr(got.to_pylist()) == repr(want.to_pylist())):
+            bad.append(f"{path.relative_to(out)}: differs")
+    bad += [f"{p.relative_to(out)}: not made by this script" for p in sorted(out.rglob("*.parquet")) if p not in expected]
+    return bad
+
+
 if __name__ == "__main__":
-    for p in write(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT):
-        print(p)
+    if sys.argv[1:] == ["--check"]:
+        if bad := differences():
+            print(f"{OUT}: " + "; ".join(bad) + " (run: python tests/make_preset_fixtures.py --write)", file=sys.stderr)
+            sys.exit(1)
+    else:
+        target = Path(sys.argv[1]) if sys.argv[1:] and sys.argv[1] != "--write" else OUT
+        for p in write(target):
+            print(p)

@@ -1,7 +1,9 @@
-"""Write tests/data/thinking_cases.jsonl: reasoning-model completions with hand-checkable grades (issue 25).
+"""Write tests/data/thinking_cases.jsonl: reasoning-model completions with hand-checkable grades.
 
-``python tests/make_thinking_cases.py`` (needs ../shared/data: GSM8K test, MATH train; the data files are
-read, never copied: each case keeps only one solution, reworded into a completion).
+``python tests/make_thinking_cases.py --write`` (needs ../shared/data: GSM8K test, MATH train; the data files are
+read, never copied: each case keeps only one solution, reworded into a completion); ``--check`` exits 1 when the
+file differs from what it would write (``python -m pipeline.docs`` runs it; without ../shared/data it says so and
+passes, unless ``PASSBAND_REQUIRE_SHARED=1``, as in CI).
 
 Each case wraps one real GSM8K or MATH reference solution in the shape a reasoning model writes:
 R1-distill (the prompt opened ``<think>``, so the completion holds only ``</think>``, then a summary and
@@ -20,6 +22,7 @@ from the verifier; tests/test_verify_thinking.py checks the verifier against it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from fractions import Fraction
@@ -166,13 +169,23 @@ def cases() -> list[dict]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    if not SHARED.is_dir():
+        print(f"{SHARED} is missing: the cases are made from its GSM8K and MATH files", file=sys.stderr)
+        return 1 if "--write" in argv or os.environ.get("PASSBAND_REQUIRE_SHARED", "") not in ("", "0") else 0
     rows = cases()
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    if "--check" in argv:
+        if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
+            print(f"{OUT.relative_to(HERE.parent)} differs from what this script makes "
+                  "(run: python tests/make_thinking_cases.py --write)", file=sys.stderr)
+            return 1
+        return 0
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    OUT.write_text(text, encoding="utf-8")
     print(f"{len(rows)} cases -> {OUT.relative_to(HERE.parent)} ({OUT.stat().st_size // 1024} KB)")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""Annotate on hostile and long model text (issues 29 and 25): every detector bounded, a detector error a recorded row.
+"""Annotate on hostile and long model text (chains of thought): every detector bounded, a detector error a recorded row.
 
 Reproductions: ``"1 + " * 1200 + "1 = 1201"`` (RecursionError in the ast evaluator), ``\\sqrt{4^{10^{10}}}`` (sympy
 past 60 s at 4.3 GB), ``\\binom{10^{7}}{5000}`` (``ValueError: Exceeds the limit (4300 digits)``), each through the
@@ -223,7 +223,7 @@ def test_reproductions_in_the_evaluator():
 
 
 def _ast_reference(expr: str) -> Fraction | None:
-    """The evaluator before issue 29 (Python's ast), the reference for the iterative one on short expressions."""
+    """The evaluator before it was bounded (Python's ast), the reference for the iterative one on short expressions."""
     import operator
 
     ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}

@@ -168,7 +168,7 @@ def _generated_rows(count: int, seed: int = 0) -> list[dict]:
                 f" {a} + {b} = {a + b}.", f" {a} = {a}.", f"The answer is {answer}.", f"The answer is {answer + 1}.",
                 "\\boxed{" + str(answer) + "}", f"#### {answer}", "So the answer is", " the cat sat on the mat" * 3,
                 "\nQ: what?\n", f"{answer} is the answer.", " = " * rng.randint(1, 3),
-                "<think>", "</think>", "<|begin_of_thought|>", "<|end_of_thought|>",  # reasoning models (issue 25)
+                "<think>", "</think>", "<|begin_of_thought|>", "<|end_of_thought|>",  # reasoning models' thinking tags
             ]))
         completion = "".join(parts) or rng.choice(real)
         if rng.random() < 0.15:

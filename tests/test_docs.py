@@ -12,12 +12,18 @@ markers are left alone:
 
 The catalog is built from real completions of the embedded model (tests/data/embedded_completions.jsonl):
 their problems, verified by the verify stage and annotated by the annotate stage, in a temp dir.
+
+``python tests/test_docs.py --write`` rewrites the output blocks from what their commands print now (README's
+``passband summary`` changes with a flag or a view); ``--check`` exits 1 naming each block that differs.
+``python -m pipeline.docs`` runs both with the repository's other generators.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +71,13 @@ def header(table: str) -> list[str]:
     return [c.strip() for c in row.strip("│").split("┆")]
 
 
+def printed(code: str, root: Path) -> str:
+    """What an output block's one ``passband ...`` command prints on the catalog under ``root``."""
+    argv = shlex.split(code.strip())
+    assert argv[0] == "passband" and len(code.strip().splitlines()) == 1, code
+    return CliRunner().invoke(cli, [*argv[1:], "--params", str(root / "params.yaml")]).output
+
+
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("docs")
@@ -100,10 +113,8 @@ def test_marked_queries_run(catalog, block):
 def test_marked_outputs_match(catalog, block):
     _, root = catalog
     assert block.output is not None, f"{block}: a `check: output` block needs the output block after it"
-    argv = shlex.split(block.code.strip())
-    assert argv[0] == "passband" and len(block.code.strip().splitlines()) == 1, block
-    res = CliRunner().invoke(cli, [*argv[1:], "--params", str(root / "params.yaml")])
-    assert res.output == block.output, f"{block}: the page shows\n{block.output}\nthe command printed\n{res.output}"
+    output = printed(block.code, root)
+    assert output == block.output, f"{block}: the page shows\n{block.output}\nthe command printed\n{output}"
 
 
 def test_flag_kinds_follow_the_registry_and_drive_flagged_correct(catalog):
@@ -138,3 +149,66 @@ def test_views_see_the_annotations(catalog):
     assert order == list(BANDS)
     statuses = set(query(params, "SELECT DISTINCT status FROM verdicts", root=root)["status"].to_list())
     assert {"correct", "incorrect", "no_answer"} <= statuses
+
+
+def regenerate(write: bool) -> list[str]:
+    """The output blocks whose page differs from what their command prints now (rewritten when ``write``)."""
+    differ = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        embedded_set.build(root)
+        for page in pages():
+            text = page.read_text()
+            new, end = [], 0
+            for m in MARKER.finditer(text):
+                if m[1] != "output":
+                    continue
+                block = Block(str(page.relative_to(REPO)), m[1], m[2], m[3], m[4])
+                if m[4] is None:
+                    raise SystemExit(f"{block}: a `check: output` block needs the output block after it")
+                if (output := printed(m[3], root)) != m[4]:
+                    differ.append(str(block))
+                    new += [text[end:m.start(4)], output]
+                    end = m.end(4)
+            if write and end:
+                page.write_text("".join(new) + text[end:])
+    return differ
+
+
+if __name__ == "__main__":
+    differ = regenerate(write=sys.argv[1:] == ["--write"])
+    if differ and sys.argv[1:] == ["--check"]:
+        print(f"output blocks differ from what their command prints: {'; '.join(differ)} "
+              "(run: python tests/test_docs.py --write)", file=sys.stderr)
+        sys.exit(1)
+
+
+def test_the_readme_fits_in_8_kib_and_keeps_its_two_commands():
+    readme = (REPO / "README.md").read_bytes()
+    assert len(readme) <= 8192, f"README.md is {len(readme):,} bytes: move detail to docs/ or a RESULTS.md"
+    text = readme.decode()
+    two = text.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    assert "dvc repro" in two and ".venv/bin/python -m pytest" in two, "README's two commands: the main job, the tests"
+    ci = (REPO / ".ci/run").read_text()
+    # CI runs the tests command README shows, after the check that every generated file is current
+    assert ci.index(".venv/bin/python -m pipeline.docs --check") < ci.index(".venv/bin/python -m pytest")
+
+
+def test_the_readme_links_the_measured_results():
+    text = (REPO / "README.md").read_text()
+    for results in ("benchmarks/RESULTS.md", "experiments/band_value/RESULTS.md"):
+        assert f"]({results})" in text and (REPO / results).is_file(), results
+
+
+def test_the_band_value_results_are_newest_first_and_mark_the_superseded():
+    from datetime import datetime
+
+    text = (REPO / "experiments/band_value/RESULTS.md").read_text()
+    sections = re.findall(r"^## (.*)\n((?:(?!^## ).*\n?)*)", text, flags=re.M)
+    dated = [(head, body, re.findall(r"(\d{1,2}) (\w{3}) (\d{4})", head)) for head, body in sections]
+    assert len(dated) >= 5 and all(d for _, _, d in dated), "every section's heading names its date"
+    days = [max(datetime.strptime(" ".join(d), "%d %b %Y") for d in found) for _, _, found in dated]
+    assert days == sorted(days, reverse=True), "newest first"
+    for head, body, _ in dated:  # a heading that says superseded says by what, in a marked line under it
+        if "superseded" in head.lower():
+            assert body.lstrip().startswith("**Superseded:** "), head

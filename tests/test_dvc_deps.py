@@ -12,8 +12,10 @@ command passes through, shapes no output and is not counted). The data files tha
 a folder above it.
 
 Run ``python tests/test_dvc_deps.py`` to print, per stage, the smallest folder-grouped deps that
-cover what it loads today (the lists shrink as the import circle of issue 28 item 2 is cut), and
-``python tests/test_dvc_deps.py --write`` to put them in both dvc.yaml files (data deps and comments kept).
+cover what it loads today (long lists: pipeline/params.py, which every subcommand loads its params through,
+imports the stages' registries to check each name at load), and
+``python tests/test_dvc_deps.py --write`` to put them in both dvc.yaml files (data deps and comments kept);
+``--check`` exits 1 naming a file that ``--write`` would change (``python -m pipeline.docs`` runs both).
 """
 
 from __future__ import annotations
@@ -453,6 +455,11 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:  # rewrite both dvc.yaml files' code deps
         for rel in DVC_FILES:
             (REPO / rel).write_text(rewrite(REPO / rel), encoding="utf-8")
+    elif sys.argv[1:] == ["--check"]:
+        if stale := [rel for rel in DVC_FILES if rewrite(REPO / rel) != (REPO / rel).read_text(encoding="utf-8")]:
+            print(f"code deps out of date in {', '.join(stale)} (run: python tests/test_dvc_deps.py --write)",
+                  file=sys.stderr)
+            sys.exit(1)
     else:
         for address, (module, _) in stages().items():
             print(f"{address} ({module}):")

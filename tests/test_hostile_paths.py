@@ -1,4 +1,4 @@
-"""Hostile and careless paths (issue 29): nothing outside passband's own outputs is ever deleted or overwritten.
+"""Hostile and careless paths: nothing outside passband's own outputs is ever deleted or overwritten.
 
 Each reproduction of the issue drives the CLI as a user would and checks the outcome is one line
 (exit 1) or a bounded, recorded result, and that the user's files are still there, byte for byte.

@@ -1,4 +1,4 @@
-"""Ingest on hostile and careless input (issue 29): every malformed row a reject with its reason,
+"""Ingest on hostile and careless input: every malformed row a reject with its reason,
 bounded memory on huge lines and many rows, capped text fields, one-line errors for unreadable files,
 shards streamed and byte-identical run to run."""
 

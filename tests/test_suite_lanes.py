@@ -1,9 +1,9 @@
 """The suite's lanes hold (tests/conftest.py, pyproject.toml's addopts): under pytest-xdist each test carries its
 group, and a file runs whole on one worker, so its module fixtures are built once.
 
-pytest 9.2 broke this silently (pytest-xdist issue 1386: xdist writes the group into the legacy ``_nodeid``, which
-9.2 no longer reads): nothing failed, every test was scheduled alone, and the differential corpus (90 s) was built
-twice. This test runs two small files on two workers and fails if that happens again.
+pytest 9.2 broke this silently (github.com/pytest-dev/pytest-xdist/issues/1386: xdist writes the group into the
+legacy ``_nodeid``, which 9.2 no longer reads): nothing failed, every test was scheduled alone, and the
+differential corpus (90 s) was built twice. This test runs two small files on two workers and fails if that happens again.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Thinking-aware verdicts (issue 25 item 1): the answer is read only after the thinking's closing tag, a
+"""Thinking-aware verdicts: the answer is read only after the thinking's closing tag, a
 thinking block that never closes is no_answer (unfinished_thinking), per policy and per judge call.
 
 The held-out cases (tests/data/thinking_cases.jsonl, written by tests/make_thinking_cases.py from real GSM8K

@@ -83,7 +83,7 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
     detectors = get_detectors(config.flags)
     opts = flag_options(config)
     vid = sql_literal(verifier_id)
-    # the thinking columns (verdicts from passband before issue 25, hand-built tables: null when absent)
+    # the thinking columns (verdicts written before passband read thinking blocks, hand-built tables: null when absent)
     have = {r[0] for r in con.execute("DESCRIBE verdicts").fetchall()}
     thinking = ", ".join(c if c in have else f"NULL::{t} AS {c}"
                          for c, t in (("thinking_chars", "BIGINT"), ("thinking_closed", "BOOLEAN")))

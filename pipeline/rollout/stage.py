@@ -220,7 +220,7 @@ def run(
     else:
         problems = select_problems(problems)
     out = ts.dir("rollouts", root)
-    # rollout writes (and its skips file replaces) shards by name: only in folders it can prove are its tables' (issue 29)
+    # rollout writes (and its skips file replaces) shards by name: only in folders it can prove are its tables', never a user's
     claim_table_dir(out, name="rollouts", subfolders=(Path(ts.rollout_rejects).name,))
     claim_table_dir(ts.dir("policies", root), name="policies")
     claim_table_dir(root / ts.rollout_rejects, name="rejects")

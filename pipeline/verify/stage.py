@@ -118,7 +118,7 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     t0 = time.perf_counter()
     rollouts = read_table(ts.dir("rollouts", root), name="rollouts",
                           columns=[*KEY, "completion"])
-    # verify rewrites and removes verdict shards: only in a folder it can prove is the verdicts table's (issue 29)
+    # verify rewrites and removes verdict shards: only in a folder it can prove is the verdicts table's, never a user's
     claim_table_dir(ts.dir("verdicts", root), name="verdicts")
     _add_later_columns(ts.dir("verdicts", root))
     existing = read_table(ts.dir("verdicts", root), name="verdicts", columns=[*KEY, "verifier_id", "status", "gold_digest"])
