@@ -6,7 +6,8 @@
 It speaks what vLLM's server speaks and passband's ``openai`` engine sends: ``GET /v1/models``,
 ``POST /v1/completions`` and ``/v1/chat/completions`` with ``n``, ``seed``, ``stop``, ``max_tokens``
 (a completion longer than that is cut and answers ``finish_reason: "length"``), ``temperature``/``top_p``
-(accepted, unused) and ``usage``. ``stream: true`` is refused with a 400 (the engine never streams).
+(accepted, unused) and ``usage``; ``GET /stats`` gives its counters. ``stream: true`` is refused with a 400
+(the engine never streams).
 It binds to 127.0.0.1 only and stops by itself: after ``--idle-timeout`` seconds without a request, and
 when the process that started it dies.
 
@@ -185,6 +186,7 @@ class Replay:
         self.sem = asyncio.Semaphore(config.concurrency)
         self.app = web.Application(client_max_size=64 << 20)
         self.app.add_routes([web.get("/v1/models", self.models), web.get("/health", self.health),
+                             web.get("/stats", self.stats),
                              web.post("/v1/completions", self.complete), web.post("/v1/chat/completions", self.complete)])
 
     def gold_of(self, text: str) -> tuple[str, str]:
@@ -204,6 +206,10 @@ class Replay:
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
+
+    async def stats(self, request: web.Request) -> web.Response:
+        return web.json_response({"requests": self.requests, "completions": self.completions,
+                                  "max_active": self.max_active})
 
     async def complete(self, request: web.Request) -> web.Response:
         self.last = time.monotonic()
