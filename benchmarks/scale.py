@@ -297,8 +297,12 @@ def helper(*args: str, cwd: Path) -> dict:
 
 
 def metrics(job: Path, stage_name: str) -> dict:
-    path = job / "data" / "metrics" / f"{stage_name}.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    """A stage's metrics file with its timings (data/logs/timings/) merged in."""
+    out = {}
+    for path in (job / "data" / "metrics" / f"{stage_name}.json", job / "data" / "logs" / "timings" / f"{stage_name}.json"):
+        if path.exists():
+            out.update(json.loads(path.read_text()))
+    return out
 
 
 def run_size(n: int, args) -> dict:

@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import httpx
 from pydantic import Field
 
@@ -160,7 +161,7 @@ class OpenAIEngine(Engine):
         healthy = [s for s in self.servers if s.down_until <= now] or self.servers
         return min(healthy, key=lambda s: (s.inflight, s.posts))
 
-    async def _one(self, clients: dict[str, httpx.AsyncClient], request: Request, i: int) -> Sample:
+    async def _one(self, sessions: dict[str, aiohttp.ClientSession], request: Request, i: int) -> Sample:
         opts: OpenAIOptions = self.options
         path, body = self.body(request, request.seeds[i])
         for attempt in range(opts.max_retries + 1):
@@ -168,13 +169,15 @@ class OpenAIEngine(Engine):
             server.inflight += 1
             server.posts += 1
             try:
-                r = await clients[server.url].post(path, json=body)
-                if r.status_code in _RETRY_STATUS:
-                    raise _Retryable(f"HTTP {r.status_code}: {r.text[:200]}")
-                if r.status_code != 200:
-                    raise EngineError(f"openai: request {request.id} sample {i}: HTTP {r.status_code}: {r.text[:300]}")
-                return self._sample(r.json(), request, i)
-            except (httpx.TransportError, _Retryable) as exc:
+                async with sessions[server.url].post(server.url + path, json=body) as r:
+                    if r.status in _RETRY_STATUS:
+                        raise _Retryable(f"HTTP {r.status}: {(await r.text(errors='replace'))[:200]}")
+                    if r.status != 200:
+                        raise EngineError(f"openai: request {request.id} sample {i}: HTTP {r.status}: "
+                                          f"{(await r.text(errors='replace'))[:300]}")
+                    data = await r.json(content_type=None)
+                return self._sample(data, request, i)
+            except (aiohttp.ClientError, TimeoutError, _Retryable) as exc:
                 server.failures += 1
                 server.down_until = time.monotonic() + opts.server_cooldown_s
                 if attempt == opts.max_retries:
@@ -206,11 +209,12 @@ class OpenAIEngine(Engine):
         for req in requests:
             for i in range(req.n):
                 work.put_nowait((req, i))
-        limits = httpx.Limits(max_connections=opts.concurrency, max_keepalive_connections=opts.concurrency)
-
+        # aiohttp, not httpx, for the samples: httpx's pool scans every connection for every request, which at 64
+        # in flight cost ~8 ms of CPU a request against aiohttp's ~0.9 ms (benchmarks/scale.py, docs/scale.md)
+        timeout = aiohttp.ClientTimeout(total=opts.timeout_s, connect=30.0)
         async with contextlib.AsyncExitStack() as stack:
-            clients = {s.url: await stack.enter_async_context(httpx.AsyncClient(
-                base_url=s.url, headers=self._headers(), limits=limits, timeout=httpx.Timeout(opts.timeout_s, connect=30.0)))
+            clients = {s.url: await stack.enter_async_context(aiohttp.ClientSession(
+                headers=self._headers(), timeout=timeout, connector=aiohttp.TCPConnector(limit=opts.concurrency)))
                 for s in self.servers}
 
             async def worker() -> None:
