@@ -13,7 +13,7 @@ seconds per rollout (the stage's process and the processes it waited for), peak 
 sum of its processes' resident sets, sampled every 0.1 s, and the stage process's own VmHWM), bytes on disk
 per rollout of what the stage wrote, and its ratio to the stage's limit, measured in the same run:
 
-- rollout: a plain async httpx client (its own process) posting the same request bodies to the same server at
+- rollout: a plain async aiohttp client (its own process) posting the same request bodies to the same server at
   the same concurrency: raw wall / stage generation time (goal >= 0.9);
 - verify: raw ``math_verify.verify(parse(gold), parse(completion))`` on a sample of the same pairs in one
   process: stage rollouts per CPU-second / raw pairs per CPU-second (goal >= 1.0);
@@ -222,18 +222,18 @@ def request_bodies(job: Path, path: Path) -> int:
 
 
 async def _raw_client(url: str, bodies: list, concurrency: int) -> int:
-    import httpx
+    """The plain client: ``concurrency`` workers on one aiohttp session, each posting and reading the text."""
+    import aiohttp
 
     todo = iter(bodies)
     chars = 0
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=600) as client:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
         async def worker() -> None:
             nonlocal chars
             for endpoint, body in todo:
-                r = await client.post(endpoint, json=body)
-                r.raise_for_status()
-                choice = r.json()["choices"][0]
+                async with session.post(url + endpoint, json=body) as r:
+                    r.raise_for_status()
+                    choice = (await r.json())["choices"][0]
                 chars += len(choice["message"]["content"] if "message" in choice else choice["text"])
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
