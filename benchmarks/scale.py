@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/scale.py --sizes 600 3000 15000 --k 16      # docs/scale.md's figures
     .venv/bin/python benchmarks/scale.py --sizes 40 --k 4                   # a quick look
-    .venv/bin/python benchmarks/scale.py --sizes 3000 --resume-grow         # + the kill -9 and +5 % checks
+    .venv/bin/python benchmarks/scale.py --sizes 600 3000 --resume-grow 3000   # + the kill -9 and +5 % checks
 
 For each size N it builds a job under ``benchmarks/out/scale/N/``: N constructed word problems (a GSM8K-format
 JSONL the ``gsm8k`` source reads, golds known), a policy served by ``benchmarks/replay_server.py`` (its own
@@ -21,7 +21,7 @@ per rollout of what the stage wrote, and its ratio to the stage's limit, measure
   stage wall / scan wall (reported);
 - catalog, publish: pyarrow reading every table of the job: stage wall / read wall.
 
-``--resume-grow`` (at each size given; docs/scale.md runs it at the middle size) then checks, in a second job
+``--resume-grow N`` (at size N; docs/scale.md runs it at the middle size) then checks, in a second job
 folder: rollout killed with SIGKILL once half its shards are written, rerun: the server is asked for exactly
 the samples not on disk, the shards written before the kill are untouched and the table equals the
 uninterrupted run's. Then, in the measured job, 5 % more problems: ingest, rollout, verify, annotate again;
@@ -328,7 +328,7 @@ def run_size(n: int, args) -> dict:
         res["stages"]["rollout"]["limit"] = raw
         res["stages"]["rollout"]["generate_s"] = gen_s
         res["stages"]["rollout"]["ratio"] = raw["wall_s"] / gen_s  # >= 0.9: the stage as fast as a plain client
-        if args.resume_grow:
+        if args.check:
             res["resume"] = resume_check(n, job, server, args)
     finally:
         server.close()
@@ -353,7 +353,7 @@ def run_size(n: int, args) -> dict:
     text_raw, text_zstd = text_zstd_bytes(job / "data" / "rollouts")
     res["text_bytes"], res["text_zstd_bytes"] = text_raw, text_zstd
     res["rollouts_disk_vs_text_zstd"] = dir_bytes(job / "data" / "rollouts") / text_zstd
-    if args.resume_grow:
+    if args.check:
         res["grow"] = grow_check(n, job, res, args)
     if not args.keep:
         shutil.rmtree(job / "data", ignore_errors=True)
@@ -439,6 +439,27 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def plot(results: list[dict], path: Path) -> None:
+    """CPU ms per rollout and peak RSS of each stage against the job's size (matplotlib, a PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["rollouts"] for r in results]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for name in results[0]["stages"]:
+        a.plot(sizes, [1000 * r["stages"][name]["cpu_s"] / r["rollouts"] for r in results], marker="o", label=name)
+        b.plot(sizes, [r["stages"][name]["peak_tree_mib"] for r in results], marker="o", label=name)
+    a.set(xscale="log", yscale="log", xlabel="rollouts", ylabel="CPU ms per rollout", title="cost per rollout")
+    b.set(xscale="log", xlabel="rollouts", ylabel="MiB", title="peak RSS of the process tree")
+    b.axhline(2048, color="grey", linestyle="--", linewidth=0.8)
+    a.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--raw-client":
         raw_client_main(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))
@@ -448,6 +469,9 @@ def main() -> int:
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--raw-scan":
         raw_scan_main(Path(sys.argv[2]), int(sys.argv[3]))
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--plot":  # --plot RESULTS.json OUT.png
+        plot(json.loads(Path(sys.argv[2]).read_text()), Path(sys.argv[3]))
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--raw-read":
         raw_read_main(Path(sys.argv[2]))
@@ -459,13 +483,16 @@ def main() -> int:
     p.add_argument("--server-concurrency", type=int, default=256)
     p.add_argument("--memory-mb", type=int, default=512, help="annotate.memory_limit_mb (and the raw scan's)")
     p.add_argument("--verify-sample", type=int, default=1000, help="pairs raw math-verify grades")
-    p.add_argument("--resume-grow", action="store_true", help="the kill -9 and +5 %% checks at each size")
+    p.add_argument("--resume-grow", type=int, nargs="*", default=None,
+                   help="the kill -9 and +5 %% checks at these sizes (no value: every size)")
     p.add_argument("--keep", action="store_true", help="keep each job's data/ (default: removed after its size)")
     p.add_argument("--json-out", type=Path, default=OUT / "results.json")
     args = p.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     results = []
+    checks = args.resume_grow
     for n in args.sizes:
+        args.check = checks is not None and (not checks or n in checks)
         r = run_size(n, args)
         for s in r["stages"].values():
             s.pop("output", None)
