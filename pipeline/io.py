@@ -297,10 +297,15 @@ def check_shards(directory: str | Path, *, name: str) -> list[Path]:
 
 
 def read_shard(path: str | Path, *, name: str, columns: list[str] | None = None) -> pa.Table:
-    """One shard, validated against table ``name``; damage of any kind is a :class:`DamagedShardError`."""
+    """One shard, validated against table ``name``; damage of any kind is a :class:`DamagedShardError`.
+
+    With ``columns`` only those columns' pages are read (the footer is still checked whole): the keys of a
+    rollouts shard without its completion text, which is nearly all of its bytes."""
     path = Path(path)
+    if columns:
+        check_shard(path, name=name)
     try:
-        raw = pq.read_table(path)
+        raw = pq.read_table(path, columns=columns)
     except FileNotFoundError:
         raise
     except (pa.ArrowException, OSError) as exc:
@@ -308,10 +313,27 @@ def read_shard(path: str | Path, *, name: str, columns: list[str] | None = None)
     if err := _foreign(path, name, raw.schema):
         raise err
     try:
-        table = schema(name).validate(raw, where=str(path))
+        if columns:
+            return _validate_columns(raw, name, columns, where=str(path))
+        return schema(name).validate(raw, where=str(path))
     except SchemaError as exc:
         raise damaged(path, name, str(exc).split(": ", 1)[-1]) from None
-    return table.select(columns) if columns else table
+
+
+def _validate_columns(table: pa.Table, name: str, columns: list[str], *, where: str) -> pa.Table:
+    """:meth:`Schema.validate` for a selection of the declared columns: no nulls where none are allowed, the declared types."""
+    sch = schema(name)
+    nullable = {c.name: c.nullable for c in sch.columns}
+    if unknown := [c for c in columns if c not in nullable]:
+        raise SchemaError(f"table {name} ({where}): no columns {unknown}")
+    table = table.select(columns)
+    for c in columns:
+        if not nullable[c] and table.column(c).null_count:
+            raise SchemaError(f"table {name} ({where}): column {c!r} has nulls")
+    try:
+        return table.cast(pa.schema([sch.arrow.field(c) for c in columns]))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaError(f"table {name} ({where}): {exc}") from exc
 
 
 def read_table(directory: str | Path, *, name: str, columns: list[str] | None = None) -> pa.Table:
@@ -324,14 +346,15 @@ def read_table(directory: str | Path, *, name: str, columns: list[str] | None = 
     for attempt in range(5):
         paths = shard_paths(directory)
         try:
-            parts = [read_shard(p, name=name) for p in paths]
+            parts = [read_shard(p, name=name, columns=columns) for p in paths]
             break
         except FileNotFoundError:
             if attempt == 4:
                 raise
             time.sleep(0.05 * (attempt + 1))
-    table = pa.concat_tables(parts) if parts else sch.empty()
-    return table.select(columns) if columns else table
+    if not parts:
+        return sch.empty().select(columns) if columns else sch.empty()
+    return pa.concat_tables(parts)
 
 
 def is_table_shard(path: str | Path, *, name: str) -> bool:

@@ -189,6 +189,28 @@ def test_write_table_is_atomic_and_checked(tmp_path):
 def test_read_table_of_missing_dir_is_empty_and_typed(tmp_path):
     t = read_table(tmp_path / "nothing", name="difficulty")
     assert t.num_rows == 0 and t.schema.equals(schema("difficulty").arrow, check_metadata=False)
+    keys = read_table(tmp_path / "nothing", name="rollouts", columns=["problem_id", "sample_idx"])
+    assert keys.num_rows == 0 and keys.column_names == ["problem_id", "sample_idx"]
+
+
+def test_read_table_with_columns_reads_only_their_pages_and_still_checks_the_footer(tmp_path, monkeypatch):
+    from pipeline.io import DamagedShardError
+
+    rows = [{"problem_id": "p", "policy_id": "q", "sample_idx": i, "seed": i, "completion": "x" * 1000, "n_tokens": 1,
+             "finish_reason": "stop"} for i in range(3)]
+    write_table(schema("rollouts").from_rows(rows), tmp_path / "r" / "a.parquet", name="rollouts")
+    asked = []
+    real = pq.read_table
+    monkeypatch.setattr(pq, "read_table",
+                        lambda path, columns=None, **kw: asked.append(columns) or real(path, columns=columns, **kw))
+    t = read_table(tmp_path / "r", name="rollouts", columns=["sample_idx", "problem_id"])
+    assert t.column_names == ["sample_idx", "problem_id"] and t.column("sample_idx").to_pylist() == [0, 1, 2]
+    assert t.schema.field("sample_idx").type == schema("rollouts").arrow.field("sample_idx").type
+    assert asked == [["sample_idx", "problem_id"]]  # the completion's pages are never read
+    # a shard missing a declared column is damaged even when that column is not asked for
+    pq.write_table(pq.read_table(tmp_path / "r" / "a.parquet").drop_columns(["seed"]), tmp_path / "r" / "a.parquet")
+    with pytest.raises(DamagedShardError, match=r"a\.parquet: damaged shard of table rollouts \(missing columns \['seed'\]"):
+        read_table(tmp_path / "r", name="rollouts", columns=["problem_id"])
 
 
 # --- CLI -------------------------------------------------------------------------------------

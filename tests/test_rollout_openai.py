@@ -57,19 +57,23 @@ class Server:
                         time.sleep(2)
                         code = 200
                     if code != 200:
-                        return self._send(code, {"error": f"scripted {code}"})
-                    with outer.lock:
-                        outer.bodies.append((self.path, body))
-                    text = f" seed={body['seed']}"
-                    choice = {"finish_reason": "stop", "index": 0}
-                    if self.path.endswith("/chat/completions"):
-                        choice["message"] = {"role": "assistant", "content": text}
+                        reply = {"error": f"scripted {code}"}
                     else:
-                        choice["text"] = text
-                    self._send(200, {"choices": [choice], "usage": {"completion_tokens": 2}})
+                        with outer.lock:
+                            outer.bodies.append((self.path, body))
+                        text = f" seed={body['seed']}"
+                        choice = {"finish_reason": "stop", "index": 0}
+                        if self.path.endswith("/chat/completions"):
+                            choice["message"] = {"role": "assistant", "content": text}
+                        else:
+                            choice["text"] = text
+                        reply = {"choices": [choice], "usage": {"completion_tokens": 2}}
                 finally:
+                    # no longer in flight once answered: a client that posts its next request on reading this one
+                    # must not find this thread still counted
                     with outer.lock:
                         outer.active -= 1
+                self._send(code, reply)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"

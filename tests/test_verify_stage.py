@@ -188,3 +188,47 @@ def test_rollouts_of_problems_no_longer_in_problems_are_skipped_and_counted(tmp_
     assert set(v.column("problem_id").to_pylist()) == {"p0"}
     m = json.loads((tmp_path / "data/metrics/verify.json").read_text())
     assert m["rollouts"] == 8 and m["skipped_not_in_problems"] == 4 and m["skipped_already_verified"] == 0
+
+
+def test_verify_streams_the_rollouts_chunk_by_chunk(tmp_path, monkeypatch):
+    """Several rollouts shards, a chunk smaller than the table: one verdicts shard a chunk, each read holding at most
+    a chunk's text (plus one shard), and the same verdicts as one pass over the whole table."""
+    from pipeline.verify import stage
+
+    for d in ("whole", "chunked"):
+        (tmp_path / d).mkdir()
+    setup(tmp_path / "whole", k=4)
+    invoke(tmp_path / "whole")
+    whole = read_table(tmp_path / "whole/data/verdicts", name="verdicts")
+
+    setup(tmp_path / "chunked", k=4)
+    rollouts = read_table(tmp_path / "chunked/data/rollouts", name="rollouts")
+    (tmp_path / "chunked/data/rollouts/part-0.parquet").unlink()
+    for i in range(4):  # 4 shards of 2 rollouts
+        write_table(rollouts.slice(2 * i, 2), tmp_path / f"chunked/data/rollouts/s{i}.parquet", name="rollouts")
+    texts_read: list[int] = []
+    read_shard = stage.read_shard
+
+    def spy(path, *, name, columns=None):
+        t = read_shard(path, name=name, columns=columns)
+        if name == "rollouts":
+            texts_read.append("completion" in t.column_names)
+        return t
+
+    monkeypatch.setattr(stage, "read_shard", spy)
+    monkeypatch.setattr(stage, "CHUNK_ROWS", 3)
+    chunks = []
+    verify = stage.verify
+    monkeypatch.setattr(stage, "verify", lambda todo, *a, **kw: chunks.append(todo.num_rows) or verify(todo, *a, **kw))
+    assert "8 new verdicts" in invoke(tmp_path / "chunked").output
+    assert chunks == [4, 4]  # whole shards until a chunk holds >= 3 rollouts
+    assert texts_read == [False] * 4 + [True] * 4  # keys first (what is pending), then each shard's text once
+    assert len(shard_paths(tmp_path / "chunked/data/verdicts")) == 2
+    order = [("problem_id", "ascending"), ("sample_idx", "ascending")]
+    chunked = read_table(tmp_path / "chunked/data/verdicts", name="verdicts")
+    assert chunked.sort_by(order).equals(whole.sort_by(order))
+
+    # a rerun reads no text: nothing is pending
+    texts_read.clear()
+    assert "0 new verdicts" in invoke(tmp_path / "chunked").output
+    assert texts_read == [False] * 4

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -109,15 +111,63 @@ def _drop_verdicts(directory: Path, keys: pa.Table, vid: str) -> int:
     return removed
 
 
+# rollouts verified and written as one verdicts shard: the text in memory stays this size whatever the job's size,
+# and a stage killed mid-run keeps every chunk it finished
+CHUNK_ROWS = 8192
+
+
+def pending_shards(rollouts_dir: Path, problems: pa.Table, done: pa.Table) -> tuple[list[tuple[Path, int]], int, int]:
+    """Each rollouts shard with rollouts to verify (in scope, no verdict in ``done``) and how many; the rollouts
+    read; those out of scope. Reads only the keys: no completion text."""
+    todo, total, out_of_scope = [], 0, 0
+    for path in shard_paths(rollouts_dir):
+        keys, left_out = in_scope(read_shard(path, name="rollouts", columns=KEY), problems)
+        total += keys.num_rows + left_out
+        out_of_scope += left_out
+        n = keys.num_rows if done.num_rows == 0 else keys.join(done, keys=KEY, join_type="left anti").num_rows
+        if n:
+            todo.append((path, n))
+    return todo, total, out_of_scope
+
+
+def pending_chunks(shards: list[tuple[Path, int]], problems: pa.Table, done: pa.Table, *,
+                   chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
+    """The pending rollouts with their text, shard by shard, in tables of about ``chunk_rows`` (whole shards)."""
+    parts, n = [], 0
+    for path, _ in shards:
+        table, _ = in_scope(read_shard(path, name="rollouts", columns=[*KEY, "completion"]), problems)
+        if done.num_rows:
+            table = table.join(done, keys=KEY, join_type="left anti").sort_by([(k, "ascending") for k in KEY])
+        parts.append(table)
+        n += table.num_rows
+        if n >= chunk_rows:
+            yield pa.concat_tables(parts)
+            parts, n = [], 0
+    if parts:
+        yield pa.concat_tables(parts)
+
+
+def _merge(results: list[VerifyResult], vid: str) -> VerifyResult:
+    """One result for the chunks' results (their verdicts concatenated: no completion text, small)."""
+    statuses, extractors = Counter(), Counter()
+    for r in results:
+        statuses.update(r.statuses)
+        extractors.update(r.extractors)
+    verdicts = pa.concat_tables([r.verdicts for r in results]) if results else schema("verdicts").empty()
+    return VerifyResult(verdicts=verdicts, verifier_id=vid, checks=sum(r.checks for r in results),
+                        restarts=sum(r.restarts for r in results), statuses=dict(statuses), extractors=dict(extractors))
+
+
 def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progress: bool = True,
         retry_failed: bool = False) -> VerifyResult:
-    """The shell: the set's rollouts and problems in, a new verdicts shard (only the new work) and metrics out."""
+    """The shell: the set's rollouts and problems in, new verdicts shards (only the new work) and metrics out.
+
+    The rollouts are read shard by shard, their keys first (what is pending), then the pending ones' text in
+    chunks of :data:`CHUNK_ROWS`, each verified and written as its own shard before the next is read."""
     ts = table_set(params, set_name)
     cfg = params.verify
     vid = verifier_id(cfg)
     t0 = time.perf_counter()
-    rollouts = read_table(ts.dir("rollouts", root), name="rollouts",
-                          columns=[*KEY, "completion"])
     # verify rewrites and removes verdict shards: only in a folder it can prove is the verdicts table's, never a user's
     claim_table_dir(ts.dir("verdicts", root), name="verdicts")
     _add_later_columns(ts.dir("verdicts", root))
@@ -125,9 +175,6 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
     problems = read_table(ts.dir("problems", root), name="problems", columns=["problem_id", "answer"])
     # each policy's thinking mode is part of its policy_id; the rollout stage wrote its row before its rollouts
     modes = policy_modes(read_table(ts.dir("policies", root), name="policies", columns=["policy_id", "identity"]))
-    # rollouts and verdicts are caches kept across problem selections: a rollout of a problem no longer in the
-    # problems table (a narrowed source, a changed filter) is out of scope, skipped and counted, never an error
-    rollouts, out_of_scope = in_scope(rollouts, problems)
     stale = stale_verdicts(existing, problems, vid)
     regraded = 0
     if stale.num_rows:
@@ -140,22 +187,33 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
         if failed.num_rows:
             retried = _drop_verdicts(ts.dir("verdicts", root), failed, vid)
             existing = existing.join(failed, keys=KEY, join_type="left anti")
-    todo = pending_rollouts(rollouts, existing, vid)
-    with tqdm(total=todo.num_rows, desc=f"verify[{set_name}]", unit=" rollouts", disable=not progress,
-              mininterval=1.0) as bar:
-        if cfg.executor == "ray":
-            result = verify_on_ray(todo, problems, config=cfg, chunk_rows=cfg.ray_chunk_rows, address=cfg.ray_address,
-                                   on_done=bar.update, modes=modes)
-        else:
-            result = verify(todo, problems, config=cfg, on_done=bar.update, modes=modes)
+    done = existing.filter(pc.equal(existing.column("verifier_id"), vid)).select(KEY)
+    # rollouts and verdicts are caches kept across problem selections: a rollout of a problem no longer in the
+    # problems table (a narrowed source, a changed filter) is out of scope, skipped and counted, never an error
+    shards, n_rollouts, out_of_scope = pending_shards(ts.dir("rollouts", root), problems, done)
+    n_todo = sum(n for _, n in shards)
+    results = []
+    with tqdm(total=n_todo, desc=f"verify[{set_name}]", unit=" rollouts", disable=not progress, mininterval=1.0) as bar:
+        # on Ray one chunk: each verify_on_ray call starts and stops its own Ray, which costs seconds
+        chunk_rows = CHUNK_ROWS if cfg.executor == "local" else max(n_todo, 1)
+        for todo in pending_chunks(shards, problems, done, chunk_rows=chunk_rows):
+            if cfg.executor == "ray":
+                result = verify_on_ray(todo, problems, config=cfg, chunk_rows=cfg.ray_chunk_rows, address=cfg.ray_address,
+                                       on_done=bar.update, modes=modes)
+            else:
+                result = verify(todo, problems, config=cfg, on_done=bar.update, modes=modes)
+            del todo
+            if result.verdicts.num_rows:
+                keys = "\n".join(f"{a}|{b}|{c}" for a, b, c in zip(*(result.verdicts.column(k).to_pylist() for k in KEY),
+                                                                   strict=True))
+                shard = f"{vid.split('/')[-1]}-{digest(keys, length=12)}.parquet"
+                write_table(result.verdicts, ts.dir("verdicts", root) / shard, name="verdicts")
+            results.append(result)
+    result = _merge(results, vid)
     seconds = time.perf_counter() - t0
-    if result.verdicts.num_rows:
-        keys = "\n".join(f"{a}|{b}|{c}" for a, b, c in zip(*(result.verdicts.column(k).to_pylist() for k in KEY), strict=True))
-        shard = f"{vid.split('/')[-1]}-{digest(keys, length=12)}.parquet"
-        write_table(result.verdicts, ts.dir("verdicts", root) / shard, name="verdicts")
     stats = RunStats.of({
-        **result.metrics(), "rollouts": rollouts.num_rows + out_of_scope,
-        "skipped_already_verified": rollouts.num_rows - todo.num_rows, "skipped_not_in_problems": out_of_scope,
+        **result.metrics(), "rollouts": n_rollouts,
+        "skipped_already_verified": n_rollouts - out_of_scope - n_todo, "skipped_not_in_problems": out_of_scope,
         "retried_failed": retried, "reverified_changed_gold": regraded,
     })
     stats.add_time("seconds", seconds)

@@ -17,6 +17,14 @@ class Options(Model):
                                            description="distinct word 4-grams / all 4-grams below this is a loop")
 
 
+def _loop_words(text: str) -> list[str]:
+    """The words of ``text``, a word holding a digit as ``#``. Each distinct word is tested once: a long chain of
+    thought repeats its words, and the test of every word was the largest cost of annotate on long completions."""
+    words = text.split()
+    mark = {w: "#" if any(ch.isdigit() for ch in w) else w for w in set(words)}
+    return [mark[w] for w in words]
+
+
 # prefilter: loop_min_words words need at least that many characters and a space between each two
 @register("repetition_loop", kind="degeneracy", label="repetition", options=Options,
           where="length(completion) >= 2 * {opts.loop_min_words} - 1")
@@ -28,9 +36,9 @@ def repetition_loop(row: dict, opts) -> Hit | None:
     She has 720 stickers. ..." loops), or zlib shrinks 200+ characters below 15 %. Score: 1 - distinct ratio.
     """
     text = row["completion"]
-    words = ["#" if any(ch.isdigit() for ch in w) else w for w in text.split()]
+    words = _loop_words(text)
     if len(words) >= opts.loop_min_words:
-        grams = Counter(tuple(words[i:i + 4]) for i in range(len(words) - 3))
+        grams = Counter(zip(words, words[1:], words[2:], words[3:], strict=False))
         ratio = len(grams) / sum(grams.values())
         if ratio < opts.loop_max_distinct_ratio:
             gram, n = grams.most_common(1)[0]
