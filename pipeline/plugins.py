@@ -1,17 +1,20 @@
 """One plugin contract for every registry: engines, sources and presets, extractors, flag detectors, reformulators.
 
 A plugin is a class or a function, with its knobs as a nested ``Options`` model (:class:`pipeline.config.Model`,
-unknown keys refused), registered under a name in one :class:`Registry`. The built-in plugins are one module (or
-one YAML file) each in their registry's package folder, found by scanning that folder the first time the registry
-is read, so adding one is adding a file; the core never lists them. A name the registry does not hold is one error
-line with the close matches (difflib) and every known name::
+unknown keys refused), registered under a name in one :class:`Registry`. The flag detectors, the engines and the
+source presets are one module (or YAML file) each in their registry's package folder, found by scanning that folder
+the first time the registry is read, so adding one is adding a file; the core never lists them. The extractors and
+source kinds (one module of rules each, ``pipeline/verify/extract.py``, ``pipeline/ingest/sources.py``) and the
+reformulation methods (``pipeline/reformulate``) register into the same kind of registry from their modules. A name
+the registry does not hold is one error line with the close matches (difflib) and every known name::
 
     unknown flag detector 'answer_repetiton' (did you mean answer_repetition?); known: answer_flip, ...
 
 A user's own plugins live outside the package: params.yaml's ``plugins`` lists modules (``mypkg.my_detector``) or
 files (``plugins/my_detector.py``, ``plugins/my_preset.yaml``, relative to params.yaml), loaded by
 :func:`load_plugins` when the params load, before any name is checked. A ``.py`` file registers what it defines
-with the registry's ``register``; a ``.yaml`` file is a source preset (:mod:`pipeline.ingest.presets`).
+with the registry's ``register``; a ``.yaml`` file is a source preset (it holds ``hub``: :mod:`pipeline.ingest.presets`)
+or a prompt template (it holds ``template``: :mod:`pipeline.rollout.prompts`).
 """
 
 from __future__ import annotations
@@ -155,8 +158,9 @@ def modules_in(package: str) -> list[str]:
 # -- the user's plugins --------------------------------------------------------------------------------
 
 _LOADED: dict[str, str] = {}  # what was loaded (resolved file or module name) -> the spec that named it
-# a .yaml plugin is a source preset: the ingest package installs its loader here (it sits above this module)
-YAML_LOADERS: dict[str, Callable[[Path], None]] = {}
+# a .yaml plugin's kind is told by a top-level key it must hold (a preset's `hub`, a prompt template's `template`);
+# the registries' modules install their loaders here (they sit above this module; pipeline.params imports them)
+YAML_LOADERS: dict[str, tuple[str, Callable[[Path], None]]] = {}  # kind -> (its key, loader)
 
 
 def load_plugins(specs: list[str], *, root: Path) -> None:
@@ -174,10 +178,7 @@ def load_plugins(specs: list[str], *, root: Path) -> None:
             if path.suffix == ".py":
                 _import_file(spec, path)
             else:
-                if not YAML_LOADERS:
-                    importlib.import_module("pipeline.ingest.presets")  # installs the preset loader
-                for load in YAML_LOADERS.values():
-                    load(path)
+                _load_yaml(spec, path)
         else:
             key = spec
             if key in _LOADED:
@@ -187,6 +188,20 @@ def load_plugins(specs: list[str], *, root: Path) -> None:
             except ImportError as exc:
                 raise ConfigError(f"plugins: cannot import module {spec!r}: {exc}") from None
         _LOADED[key] = spec
+
+
+def _load_yaml(spec: str, path: Path) -> None:
+    import yaml
+
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"plugins: {spec!r} is not a readable YAML file: {exc}") from None
+    kinds = [(kind, load) for kind, (key, load) in sorted(YAML_LOADERS.items()) if isinstance(raw, dict) and key in raw]
+    if len(kinds) != 1:
+        keys = ", ".join(f"{key} ({kind})" for kind, (key, _) in sorted(YAML_LOADERS.items()))
+        raise ConfigError(f"plugins: {spec!r} must hold exactly one of the keys {keys}")
+    kinds[0][1](path)
 
 
 def _import_file(spec: str, path: Path) -> None:

@@ -1,6 +1,7 @@
 """One plugin contract: every registered engine, detector, extractor and preset through the same checks, and a
-throwaway plugin of each kind (a detector, a preset, an engine) loaded from the files params.yaml lists and seen used
-end to end (the preset ingested, the engine's rollouts, the detector's flag in the flags table)."""
+throwaway plugin of each kind (a detector, a preset, an engine, a prompt template) loaded from the files params.yaml
+lists and seen used end to end (the preset ingested, the engine's rollouts with the prompt, the detector's flag in the
+flags table)."""
 
 from __future__ import annotations
 
@@ -36,12 +37,13 @@ from pipeline.params import load_params
 from pipeline.plugins import Registry
 from pipeline.publish.stage import source_licenses
 from pipeline.reformulate import METHODS
+from pipeline.rollout.prompts import PROMPTS
 from pipeline.verify.extract import EXTRACTORS
 
 SAMPLING = SamplingConfig(temperature=0.7, max_tokens=8)
 SPEC = ModelSpec("test/m", "test/m", "r1", "float32")
 REGISTRIES = {"engine": ENGINES, "flag detector": DETECTORS, "extractor": EXTRACTORS, "source preset": PRESETS,
-              "source kind": SOURCES, "reformulation method": METHODS}
+              "source kind": SOURCES, "reformulation method": METHODS, "prompt template": PROMPTS}
 
 
 # -- the one lookup path ---------------------------------------------------------------------------
@@ -184,6 +186,12 @@ license: cc-by-4.0
 mapping: {question: problem, answer: final, source_difficulty: rating}
 difficulty_measure: "rating: 1 to 3, higher = harder"
 """
+PROMPT = """\
+name: echo-prompt
+version: "1"
+chat: false
+template: "Q: {question}\\nA:"
+"""
 ENGINE = '''\
 """An engine that always answers 5: a throwaway plugin."""
 from pipeline.config import Model
@@ -226,13 +234,14 @@ def echo_flag(row, opts):
 @pytest.fixture
 def throwaway():
     yield
-    for reg, name in ((PRESETS, "tiny-preset"), (ENGINES, "echo"), (DETECTORS, "echo_flag")):
+    for reg, name in ((PRESETS, "tiny-preset"), (ENGINES, "echo"), (DETECTORS, "echo_flag"), (PROMPTS, "echo-prompt")):
         reg.remove(name)
 
 
 def _project(root: Path) -> Path:
     (root / "plugins").mkdir()
     (root / "plugins/tiny-preset.yaml").write_text(PRESET)
+    (root / "plugins/echo-prompt.yaml").write_text(PROMPT)
     (root / "plugins/echo_engine.py").write_text(ENGINE)
     (root / "plugins/echo_flag.py").write_text(DETECTOR)
     (root / "tiny").mkdir()
@@ -240,9 +249,10 @@ def _project(root: Path) -> Path:
             {"problem": "What is 2 * 4?", "final": "8", "rating": 3}]
     (root / "tiny/train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     params = {
-        "plugins": ["plugins/tiny-preset.yaml", "plugins/echo_engine.py", "plugins/echo_flag.py"],
+        "plugins": ["plugins/tiny-preset.yaml", "plugins/echo-prompt.yaml", "plugins/echo_engine.py",
+                    "plugins/echo_flag.py"],
         "ingest": {"sources": [{"name": "tiny", "kind": "jsonl", "preset": "tiny-preset", "path": "tiny/train.jsonl"}]},
-        "policies": {"echo": {"model": "test/m", "revision": "r1", "engine": "echo", "prompt": "fewshot_arith",
+        "policies": {"echo": {"model": "test/m", "revision": "r1", "engine": "echo", "prompt": "echo-prompt",
                               "sampling": {"max_tokens": 8}}},
         "rollout": {"policies": ["echo"], "k": 2, "engine_options": {"echo": {"answer": "5"}}},
         "verify": {"workers": 1},
@@ -264,6 +274,8 @@ def test_a_plugin_preset_engine_and_detector_from_files_are_used_end_to_end(tmp_
     assert sorted((p["question"], p["source_difficulty"], p["source_difficulty_measure"]) for p in problems) == [
         ("What is 2 * 4?", 3.0, "rating: 1 to 3, higher = harder"), ("What is 2 + 3?", 1.0, "rating: 1 to 3, higher = harder"),
         ("What is 9 - 4?", 2.0, "rating: 1 to 3, higher = harder")]
+    policies = read_table(tmp_path / "data/policies", name="policies").to_pylist()
+    assert [p["prompt_template"] for p in policies] == ["echo-prompt"]
     rollouts = read_table(tmp_path / "data/rollouts", name="rollouts").to_pylist()
     assert len(rollouts) == 6 and {r["completion"] for r in rollouts} == {" The answer is 5."}
     flags = read_table(tmp_path / "data/flags", name="flags").to_pylist()
@@ -291,6 +303,12 @@ def test_a_typo_in_a_plugin_name_or_file_is_one_line_at_load(tmp_path, throwaway
     (tmp_path / "plugins/broken.py").write_text("import no_such_module_here\n")
     params.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=r"plugins: 'plugins/broken.py' failed to load: ModuleNotFoundError"):
+        load_params(params)
+    raw["plugins"][-1] = "plugins/odd.yaml"
+    (tmp_path / "plugins/odd.yaml").write_text("question: 1\n")
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"plugins: 'plugins/odd.yaml' must hold exactly one of the keys template "
+                                          r"\(prompt template\), hub \(source preset\)"):
         load_params(params)
     raw["plugins"].pop()
     raw["policies"]["echo"]["engine"] = "echo"

@@ -1,4 +1,5 @@
-"""Versioned prompt templates: one file each, ``pipeline/prompts/<name>.yaml``.
+"""Versioned prompt templates: one file each, ``pipeline/prompts/<name>.yaml`` (or a user's own, listed in params.yaml's
+``plugins``: docs/operations.md).
 
 A template renders a question either as raw completion text (``chat: false``) or as chat
 messages that the engine passes through the model's own chat template (``chat: true``)::
@@ -29,6 +30,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pipeline.config import NAME_PATTERN, ConfigError, Model, Name, _format_error, unknown_name
 from pipeline.engines.registry import Prompt
 from pipeline.keys import canonical_json, digest
+from pipeline.plugins import YAML_LOADERS, Registry
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 PLACEHOLDER = "{question}"
@@ -122,7 +124,27 @@ def render(template: PromptTemplate, question: str, *, system: str | None = None
     return Prompt(text=template.separator.join(blocks))
 
 
+def _scan(registry: Registry[Path]) -> None:
+    for path in sorted(PROMPTS_DIR.glob("*.yaml")):
+        registry.add(path.stem, path, origin=str(path))
+
+
+# name -> its file: the templates of pipeline/prompts/ and a user's own (a .yaml in params.yaml's plugins)
+PROMPTS: Registry[Path] = Registry("prompt template", scan=_scan)
+
+
+def add_template_file(path: Path) -> None:
+    """Register the template in ``path`` (a user's plugin), checked as :func:`load_template` checks it."""
+    path = Path(path).resolve()
+    PROMPTS.add(_load(path, path.stat().st_mtime_ns).name, path, origin=str(path))
+
+
+YAML_LOADERS["prompt template"] = ("template", add_template_file)
+
+
 def known_templates(directory: Path = PROMPTS_DIR) -> list[str]:
+    if Path(directory) == PROMPTS_DIR:
+        return sorted(PROMPTS)
     return sorted(p.stem for p in Path(directory).glob("*.yaml"))
 
 
@@ -146,6 +168,8 @@ def _load(path: Path, mtime_ns: int) -> PromptTemplate:
 def load_template(name: str, *, directory: Path = PROMPTS_DIR) -> PromptTemplate:
     """The template ``<directory>/<name>.yaml``; an unknown name lists the known ones."""
     path = Path(directory) / f"{name}.yaml"
+    if Path(directory) == PROMPTS_DIR and NAME_PATTERN.fullmatch(name) and name in PROMPTS:
+        path = PROMPTS[name]
     if not NAME_PATTERN.fullmatch(name) or not path.is_file():  # a name is a file name, never a path
         raise unknown_name(f"prompt template (in {directory})", name, known_templates(directory))
     return _load(path, path.stat().st_mtime_ns)

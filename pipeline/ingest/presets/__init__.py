@@ -92,7 +92,7 @@ def _scan(registry: Registry[Preset]) -> None:
 
 
 PRESETS: Registry[Preset] = Registry("source preset", scan=_scan)
-YAML_LOADERS["preset"] = lambda path: _add(PRESETS, path)
+YAML_LOADERS["source preset"] = ("hub", lambda path: _add(PRESETS, path))
 
 
 def get_preset(name: str) -> Preset:
