@@ -5,6 +5,8 @@ These start worker processes (a forkserver that imports sympy once: a few second
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -241,3 +243,20 @@ def test_a_worker_bounds_its_own_cpu_when_its_parent_cannot():
         _reap(stage, server, worker)
     assert proc.returncode == 0
     assert "status='timeout'" in out and "CPU limit" in out and "status='correct'" in out
+
+
+def test_a_runnable_worker_is_starved_and_a_sleeping_one_is_not():
+    """Past its wall bound, a worker that is runnable (a loaded machine starves it) keeps its item; one that sleeps
+    is stuck. The state is read from /proc: a busy loop is runnable, a sleep is not."""
+    from pipeline.verify.pool import _waiting_for_a_core
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    asleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(1.0)
+        assert _waiting_for_a_core(busy.pid) and not _waiting_for_a_core(asleep.pid)
+    finally:
+        for p in (busy, asleep):
+            p.kill()
+            p.wait()
+    assert not _waiting_for_a_core(busy.pid)  # gone

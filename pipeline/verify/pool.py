@@ -143,6 +143,9 @@ _PHASES = {0: "grading the answer", 1: "parsing the gold"}
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # CPU seconds a worker may run past an item's bound before its own RLIMIT_CPU stops it: the parent's kill comes first
 _CPU_GRACE_S = 1.0
+# a worker that is runnable but gets too little of a core (a loaded machine) keeps its item up to this many
+# times the CPU bound in wall time, against wall_factor times for one that sleeps
+STARVED_FACTOR = 30.0
 
 
 def _die_with(server_pid: int) -> None:
@@ -228,14 +231,26 @@ def _worker(conn: mpc.Connection, progress, options: GradeOptions, memory_mb: in
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a live process (None when it is gone)."""
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (None when the process is gone)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
+            return fh.read().rsplit(b")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process (None when it is gone)."""
+    fields = _stat(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def _waiting_for_a_core(pid: int) -> bool:
+    """The process is runnable (state R): it wants CPU and the machine has none to give it, unlike one that
+    sleeps or waits on I/O."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] == b"R"
 
 
 @dataclass
@@ -313,7 +328,7 @@ class GradePool:
     def _over_time(self, slot: _Slot, now: float) -> int | None:
         """The item the worker is on when it is past the bound in the worker's own CPU seconds (so a loaded
         machine does not cause false timeouts), or past ``wall_factor`` times the bound in wall time (a worker
-        that sleeps or is starved). Else None, with the next check scheduled for when the CPU bound could be
+        that sleeps), or ``STARVED_FACTOR`` times when it is runnable all along but starved of a core. Else None, with the next check scheduled for when the CPU bound could be
         reached at the earliest."""
         cur = slot.current()
         if cur is None:  # between items or batches: look again soon
@@ -321,11 +336,17 @@ class GradePool:
             return None
         item, wall0, cpu0 = cur
         hard = wall0 + self.wall_factor * self.timeout_s
-        if now >= hard:
-            return item
         cpu = _cpu_seconds(slot.proc.pid)
         if cpu is None or cpu - cpu0 > self.timeout_s:
             return item if slot.current() == cur else None  # it may have finished while we read /proc
+        if now >= hard:
+            # A runnable worker is starved, not stuck: a loaded machine gives it a small share of a core, so it
+            # gets up to STARVED_FACTOR times the bound in wall time to spend its CPU bound. One that sleeps or
+            # waits on I/O is stuck.
+            if now < wall0 + STARVED_FACTOR * self.timeout_s and _waiting_for_a_core(slot.proc.pid):
+                slot.check_at = now + min(self.timeout_s, 0.25)
+                return None
+            return item
         slot.check_at = min(hard, now + max(0.05, self.timeout_s - (cpu - cpu0)))
         return None
 
