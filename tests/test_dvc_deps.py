@@ -9,7 +9,8 @@ command passes through, shapes no output and is not counted). The data files tha
 ``schemas/<table>.yaml`` for each table a loaded module names in a call (``schema("flags")``,
 ``read_table(path, name="problems")``) or a tuple of names (all of them where it imports ``TABLES``), and the files under
 ``pipeline/`` that :data:`DATA_READERS` names. A ``deps`` entry covers a file when it is the file or
-a folder above it.
+a folder above it. An experiment's own package run on the working tree (``python -m bandvalue report``) loads its
+folder's files and what the modules of ``pipeline/`` they import load (:func:`package_files`).
 
 Run ``python tests/test_dvc_deps.py`` to print, per stage, the smallest folder-grouped deps that
 cover what it loads today (long lists: pipeline/params.py, which every subcommand loads its params through,
