@@ -328,8 +328,8 @@ class GradePool:
     def _over_time(self, slot: _Slot, now: float) -> int | None:
         """The item the worker is on when it is past the bound in the worker's own CPU seconds (so a loaded
         machine does not cause false timeouts), or past ``wall_factor`` times the bound in wall time (a worker
-        that sleeps), or ``STARVED_FACTOR`` times when it is runnable all along but starved of a core. Else None, with the next check scheduled for when the CPU bound could be
-        reached at the earliest."""
+        that sleeps), or ``STARVED_FACTOR`` times when it is runnable but starved of a core. Else None, with the
+        next check scheduled for when the CPU bound could be reached at the earliest."""
         cur = slot.current()
         if cur is None:  # between items or batches: look again soon
             slot.check_at = now + min(self.timeout_s, 0.05)
