@@ -343,11 +343,16 @@ def run_size(n: int, args) -> dict:
     a["limit"] = raw
     a["ratio"] = a["wall_s"] / raw["proc_wall_s"]
     for name in ("catalog", "publish"):
-        res["stages"][name] = stage(name, job)
+        try:
+            res["stages"][name] = stage(name, job)
+        except RuntimeError as exc:  # recorded, and the other figures kept: a failure at size is a finding
+            res.setdefault("failed", {})[name] = str(exc).strip().splitlines()[-1]
+            print(f"[{n}] {name} FAILED: {res['failed'][name]}", flush=True)
     raw = helper("--raw-read", str(job), cwd=job)
     for name in ("catalog", "publish"):
-        res["stages"][name]["limit"] = raw
-        res["stages"][name]["ratio"] = res["stages"][name]["wall_s"] / raw["proc_wall_s"]
+        if name in res["stages"]:
+            res["stages"][name]["limit"] = raw
+            res["stages"][name]["ratio"] = res["stages"][name]["wall_s"] / raw["proc_wall_s"]
     for name, s in res["stages"].items():
         s["bytes"] = sum(dir_bytes(job / "data" / w) for w in WRITES.get(name, []))
     text_raw, text_zstd = text_zstd_bytes(job / "data" / "rollouts")
