@@ -451,11 +451,12 @@ def plot(results: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = [r["rollouts"] for r in results]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     for name in results[0]["stages"]:
-        a.plot(sizes, [1000 * r["stages"][name]["cpu_s"] / r["rollouts"] for r in results], marker="o", label=name)
-        b.plot(sizes, [r["stages"][name]["peak_tree_mib"] for r in results], marker="o", label=name)
+        ran = [r for r in results if name in r["stages"]]  # a stage that failed at a size has no point there
+        sizes = [r["rollouts"] for r in ran]
+        a.plot(sizes, [1000 * r["stages"][name]["cpu_s"] / r["rollouts"] for r in ran], marker="o", label=name)
+        b.plot(sizes, [r["stages"][name]["peak_tree_mib"] for r in ran], marker="o", label=name)
     a.set(xscale="log", yscale="log", xlabel="rollouts", ylabel="CPU ms per rollout", title="cost per rollout")
     b.set(xscale="log", xlabel="rollouts", ylabel="MiB", title="peak RSS of the process tree")
     b.axhline(2048, color="grey", linestyle="--", linewidth=0.8)
