@@ -343,11 +343,16 @@ def run_size(n: int, args) -> dict:
     a["limit"] = raw
     a["ratio"] = a["wall_s"] / raw["proc_wall_s"]
     for name in ("catalog", "publish"):
-        res["stages"][name] = stage(name, job)
+        try:
+            res["stages"][name] = stage(name, job)
+        except RuntimeError as exc:  # recorded, and the other figures kept: a failure at size is a finding
+            res.setdefault("failed", {})[name] = str(exc).strip().splitlines()[-1]
+            print(f"[{n}] {name} FAILED: {res['failed'][name]}", flush=True)
     raw = helper("--raw-read", str(job), cwd=job)
     for name in ("catalog", "publish"):
-        res["stages"][name]["limit"] = raw
-        res["stages"][name]["ratio"] = res["stages"][name]["wall_s"] / raw["proc_wall_s"]
+        if name in res["stages"]:
+            res["stages"][name]["limit"] = raw
+            res["stages"][name]["ratio"] = res["stages"][name]["wall_s"] / raw["proc_wall_s"]
     for name, s in res["stages"].items():
         s["bytes"] = sum(dir_bytes(job / "data" / w) for w in WRITES.get(name, []))
     text_raw, text_zstd = text_zstd_bytes(job / "data" / "rollouts")
@@ -446,11 +451,12 @@ def plot(results: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = [r["rollouts"] for r in results]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     for name in results[0]["stages"]:
-        a.plot(sizes, [1000 * r["stages"][name]["cpu_s"] / r["rollouts"] for r in results], marker="o", label=name)
-        b.plot(sizes, [r["stages"][name]["peak_tree_mib"] for r in results], marker="o", label=name)
+        ran = [r for r in results if name in r["stages"]]  # a stage that failed at a size has no point there
+        sizes = [r["rollouts"] for r in ran]
+        a.plot(sizes, [1000 * r["stages"][name]["cpu_s"] / r["rollouts"] for r in ran], marker="o", label=name)
+        b.plot(sizes, [r["stages"][name]["peak_tree_mib"] for r in ran], marker="o", label=name)
     a.set(xscale="log", yscale="log", xlabel="rollouts", ylabel="CPU ms per rollout", title="cost per rollout")
     b.set(xscale="log", xlabel="rollouts", ylabel="MiB", title="peak RSS of the process tree")
     b.axhline(2048, color="grey", linestyle="--", linewidth=0.8)
