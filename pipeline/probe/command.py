@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.options import with_params
+from pipeline.cli_options import with_params
 from pipeline.params import load_params
 from pipeline.probe import run as run_probe
 from pipeline.probe.core import ProbeConfig
