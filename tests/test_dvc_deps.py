@@ -12,7 +12,7 @@ command passes through, shapes no output and is not counted). The data files tha
 a folder above it.
 
 Run ``python tests/test_dvc_deps.py`` to print, per stage, the smallest folder-grouped deps that
-cover what it loads today (long lists: pipeline/params.py, which every subcommand loads its params through,
+cover what it loads today (long lists: pipeline/params_loader.py, which every subcommand loads its params through,
 imports the stages' registries to check each name at load), and
 ``python tests/test_dvc_deps.py --write`` to put them in both dvc.yaml files (data deps and comments kept);
 ``--check`` exits 1 naming a file that ``--write`` would change (``python -m pipeline.docs`` runs both).

@@ -32,7 +32,7 @@ from pipeline.engines.registry import ENGINES, FINISH_REASONS, Engine, ModelSpec
 from pipeline.ingest.presets import PRESETS, PRESETS_DIR
 from pipeline.ingest.sources import PROBLEM_FIELDS, SOURCES
 from pipeline.io import read_table
-from pipeline.params import load_params
+from pipeline.params_loader import load_params
 from pipeline.plugins import Registry
 from pipeline.publish.stage import source_licenses
 from pipeline.reformulate import METHODS

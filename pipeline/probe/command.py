@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli_options import with_params
-from pipeline.params import load_params
+from pipeline.params_loader import load_params
 from pipeline.probe import run as run_probe
 from pipeline.probe.core import ProbeConfig
 from pipeline.probe.report_stage import run as run_report
