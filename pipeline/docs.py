@@ -336,8 +336,8 @@ class Script:
 SCRIPTS: list[Script] = [
     Script("flag_quality", "benchmarks/flag_quality.py", "pipeline/annotate/flag_quality.yaml (the labelled set's "
            "precision and recall, which the flags block and `passband summary` quote)"),
-    Script("preset_fixtures", "tests/make_preset_fixtures.py", "tests/data/presets/ (one Parquet file per preset)"),
-    Script("thinking_cases", "tests/make_thinking_cases.py", "tests/data/thinking_cases.jsonl (needs ../shared/data)"),
+    Script("preset_fixtures", "tests/support/make_preset_fixtures.py", "tests/data/presets/ (one Parquet file per preset)"),
+    Script("thinking_cases", "tests/support/make_thinking_cases.py", "tests/data/thinking_cases.jsonl (needs ../shared/data)"),
     Script("dvc_deps", "tests/test_dvc_deps.py", "the code deps of dvc.yaml and experiments/band_value/dvc.yaml"),
     Script("outputs", "tests/test_docs.py", "the outputs of the `<!-- check: output -->` blocks of README.md and "
            "docs/*.md (README's `passband summary`, on the embedded completions)"),

@@ -33,6 +33,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+# run as a script (--write, --check), tests/conftest.py has not put the support modules on the path
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 from import_graph import REPO, ROOT_PACKAGE, loaded_modules, module_file
 
 DVC_FILES = ("dvc.yaml", "experiments/band_value/dvc.yaml")
