@@ -1,6 +1,6 @@
 """Everything in the repository that is generated, not written: ``python -m pipeline.docs`` (or ``--write``)
 regenerates it, ``python -m pipeline.docs --check`` exits 1 naming every target that disagrees with its source
-(``.ci/run`` runs the check before the tests; tests/test_generated_docs.py shows that a hand edit of each fails it).
+(``.ci/run`` runs the check before the tests; tests/test_docs_generated.py shows that a hand edit of each fails it).
 ``--only NAME`` limits either to some targets. The targets are the generated blocks of the pages (below) and the
 generators that live beside what they generate, each a script with its own ``--check`` and ``--write``
 (:data:`SCRIPTS`): the measured flag quality, the test fixtures, the code deps of the dvc.yaml files and the

@@ -108,7 +108,7 @@ def test_the_openai_engine_conforms_against_a_tiny_server():
 
 
 # vllm and ray load a model or start a cluster: tests/test_rollout_engine.py (marker engine) and
-# tests/test_ray_engine.py (marker ray) run them; their static contract is checked above.
+# tests/test_engines_ray.py (marker ray) run them; their static contract is checked above.
 
 
 # -- detectors ---------------------------------------------------------------------------------------

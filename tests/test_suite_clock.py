@@ -167,7 +167,7 @@ def _marks_timing(node: ast.AST) -> bool:
 
 
 def unmarked_cpu_bounds(source: str) -> list[str]:
-    """The tests that read a CPU clock without the ``timing`` mark (tests/test_under_load.py runs the marked ones
+    """The tests that read a CPU clock without the ``timing`` mark (tests/test_suite_under_load.py runs the marked ones
     beside busy loops, so a bound that only holds on a quiet machine shows)."""
     tree = ast.parse(source)
     if any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in n.targets)

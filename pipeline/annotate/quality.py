@@ -160,7 +160,8 @@ def to_yaml(q: Quality) -> str:
                       "precision": None if f.precision is None else round(f.precision, 4),
                       "recall": None if f.recall is None else round(f.recall, 4)} for f in q.flags}
     head = ("# Written by `python benchmarks/flag_quality.py --write` from pipeline/annotate/flag_labels.jsonl; do not edit.\n"
-            "# Each flag against the label it claims (docs/flags.md); tests/test_flag_quality.py holds these as floors.\n")
+            "# Each flag against the label it claims (docs/flags.md); "
+            "tests/test_annotate_flag_quality.py holds these as floors.\n")
     return head + yaml.safe_dump({"labelled_rows": q.rows, "verify_agreement": round(q.verify_agreement, 4),
                                   "flags": flags}, sort_keys=False)
 
