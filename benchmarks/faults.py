@@ -2,7 +2,7 @@
 
     flock /tmp/pb-heavy.lock nice -n 5 .venv/bin/python benchmarks/faults.py [--points 20] [--seed 0]
 
-A tiny repository (27 synthetic problems, k=4, the fake engine; tests/faultkit.py) is built once,
+A tiny repository (27 synthetic problems, k=4, the fake engine; tests/support/faultkit.py) is built once,
 uninterrupted: the reference. Then, for each stage (ingest, rollout, verify, annotate,
 reformulate, publish, catalog), each run through the real CLI in a forked child:
 
@@ -39,7 +39,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 import faultcases as fc  # noqa: E402
 import faultkit as fk  # noqa: E402

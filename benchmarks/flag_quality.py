@@ -9,7 +9,7 @@ Reads pipeline/annotate/flag_labels.jsonl (real SmolLM2-135M completions, 3-shot
 synthetic set and GSM8K test; labelled by hand following docs/flags.md), runs the real verify core
 (math-verify) and annotate core (every detector) on them and prints, per flag: flagged, labelled,
 precision and recall with Wilson 95 % intervals. Targets (a flag a user filters on must rarely be wrong):
-precision >= 0.9 for every shortcut flag, recall >= 0.8 for unsupported_answer; tests/test_flag_quality.py holds
+precision >= 0.9 for every shortcut flag, recall >= 0.8 for unsupported_answer; tests/test_annotate_flag_quality.py holds
 each figure at or above what it was when the set was labelled.
 """
 

@@ -31,7 +31,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from pipeline import annotate, verify  # noqa: E402
 from pipeline.config import load_params  # noqa: E402

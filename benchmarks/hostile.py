@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/hostile.py --only sql_      # the cases whose name starts so
     .venv/bin/python benchmarks/hostile.py --json out.json # also the rows as JSON
 
-A tiny repository (tests/faultkit.py: 27 synthetic problems, k=4, the fake engine) is built once
+A tiny repository (tests/support/faultkit.py: 27 synthetic problems, k=4, the fake engine) is built once
 through the real CLI. Each case then runs in a fresh copy of it, as a user would: ``passband
 <command>`` or a plain Python script (no ``if __name__ == "__main__"`` guard) in a child process,
 measured by the child's CPU seconds (user + system, from ``wait4``) and peak RSS (its VmHWM). Its
@@ -38,7 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from peak import hwm_kib  # noqa: E402

@@ -1,6 +1,6 @@
 """Ingest of a DAPO-Math-17k-sized source through its preset: time, peak memory and counts, per source kind.
 
-Writes N rows in DAPO-Math-17k's layout (tests/make_preset_fixtures.py's types; every problem repeated
+Writes N rows in DAPO-Math-17k's layout (tests/support/make_preset_fixtures.py's types; every problem repeated
 ``--copies`` times as on the Hub, 1.79M rows for 17.9k problems) to one Parquet file, then runs
 ``passband ingest`` in a child per kind (``hf``: through 🤗 datasets' Arrow cache in a temp folder;
 ``parquet``: pyarrow batches) and prints rows/s and the child's peak RSS.
@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from faultkit import PARAMS  # noqa: E402
 from make_preset_fixtures import FIXTURES, _dapo  # noqa: E402

@@ -21,9 +21,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
-import embedded_set  # noqa: E402  (tests/embedded_set.py: the docs test's measured set)
+import embedded_set  # noqa: E402  (tests/support/embedded_set.py: the docs test's measured set)
 
 FEWSHOT = (  # tests/data/make_completions.py's prompt
     "Q: What is 2 + 3?\nA: 2 + 3 = 5. The answer is 5.\n\n"

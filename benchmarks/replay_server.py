@@ -13,7 +13,7 @@ when the process that started it dies.
 
 **The corpus** is built, never downloaded: each completion is drawn from (gold, seed) by a seeded RNG, so
 a request with the same prompt and seed always gets the same text (a resumed run sees what a straight run
-saw). Its shape is a reasoning model's (the kinds of tests/make_thinking_cases.py, at length):
+saw). Its shape is a reasoning model's (the kinds of tests/support/make_thinking_cases.py, at length):
 
 - lengths log-normal, median ~1,500 tokens (``--median-tokens``) with a long tail (sigma 1.0: ~5 % past
   8k tokens), cut at ``max_tokens``: a cut completion is an unfinished ``<think>`` block;

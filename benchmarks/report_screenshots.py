@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/report_screenshots.py [--out docs/images]
 
 Inputs: the 342 real SmolLM2-135M completions of tests/data/embedded_completions.jsonl (two prompt styles as two
-policies), verified and annotated in a temp folder (tests/embedded_set.py); ``passband report`` writes the site,
-Chromium (tests/chromium.py) opens it from the file system and saves the bands section, the drift matrix and one
+policies), verified and annotated in a temp folder (tests/support/embedded_set.py); ``passband report`` writes the site,
+Chromium (tests/support/chromium.py) opens it from the file system and saves the bands section, the drift matrix and one
 opened item (``report-overview.png``, ``report-drift.png``, ``report-item.png``).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 import embedded_set  # noqa: E402
 from chromium import Browser, chromium_path  # noqa: E402

@@ -2,7 +2,7 @@
 
     nice -n 10 .venv/bin/python benchmarks/report_size.py [--problems 5000 50000] [--k 8] [--publish]
 
-Each size gets its own temp repository (tests/publish_tables.py's params, generated problems and difficulty rows,
+Each size gets its own temp repository (tests/support/publish_tables.py's params, generated problems and difficulty rows,
 and k rollouts per problem and policy with a ~500-character completion holding a thinking block, a verdict of the
 difficulty's verifier each and a flag on every fifth); ``passband report`` runs in a child process. Prints the
 report's bytes (all, without plotly.min.js, the overview page, the largest item file), its files, the rollouts
@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from publish_tables import OTHER_ID, PRIMARY_ID, VERIFIER, difficulty_row, make_repo, problem_row  # noqa: E402
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/verify_agreement.py [--n 20000] [--seed 0] [--workers 1] [--show 0]
 
-Cases: the seeded labelled corpus of tests/verify_corpus.py (golds of GSM8K train, MATH train and the
+Cases: the seeded labelled corpus of tests/support/verify_corpus.py (golds of GSM8K train, MATH train and the
 synthetic set, plus constructed ones, restated or changed in the surface forms models write).
 
 - raw: math-verify as a new user calls it, ``verify(parse(f"${gold}$"), parse(completion))`` with its
@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 
 def main() -> None:

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from pipeline.pass_rate_stats import posterior_mass
 from pipeline.sqltext import sql_literal
-from pipeline.stats import posterior_mass
 
 TOO_EASY = "too_easy"
 LEARNABLE = "learnable"

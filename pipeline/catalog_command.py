@@ -11,8 +11,8 @@ import click
 import polars as pl
 
 from pipeline.catalog import SQL_LIMITS, Limits, allowed_directories, build_catalog, query
+from pipeline.cli_options import with_params
 from pipeline.errors import PassbandError
-from pipeline.options import with_params
 
 FORMATS = ("table", "csv", "json", "parquet")
 

@@ -493,7 +493,7 @@ class Params(Model):
     @model_validator(mode="after")
     def _names_known(self) -> Params:
         """Every value that names a band, source or policy names one that exists (the names the stages' registries
-        hold, source kinds, presets, extractors and flags, are checked by :mod:`pipeline.params`, above the stages)."""
+        hold, source kinds, presets, extractors and flags, are checked by :mod:`pipeline.params_loader`, above the stages)."""
         policies = sorted(self.policies)
         sources = [s.name for s in self.ingest.sources]
         checks = [

@@ -1,6 +1,6 @@
 """Everything in the repository that is generated, not written: ``python -m pipeline.docs`` (or ``--write``)
 regenerates it, ``python -m pipeline.docs --check`` exits 1 naming every target that disagrees with its source
-(``.ci/run`` runs the check before the tests; tests/test_generated_docs.py shows that a hand edit of each fails it).
+(``.ci/run`` runs the check before the tests; tests/test_docs_generated.py shows that a hand edit of each fails it).
 ``--only NAME`` limits either to some targets. The targets are the generated blocks of the pages (below) and the
 generators that live beside what they generate, each a script with its own ``--check`` and ``--write``
 (:data:`SCRIPTS`): the measured flag quality, the test fixtures, the code deps of the dvc.yaml files and the
@@ -336,8 +336,8 @@ class Script:
 SCRIPTS: list[Script] = [
     Script("flag_quality", "benchmarks/flag_quality.py", "pipeline/annotate/flag_quality.yaml (the labelled set's "
            "precision and recall, which the flags block and `passband summary` quote)"),
-    Script("preset_fixtures", "tests/make_preset_fixtures.py", "tests/data/presets/ (one Parquet file per preset)"),
-    Script("thinking_cases", "tests/make_thinking_cases.py", "tests/data/thinking_cases.jsonl (needs ../shared/data)"),
+    Script("preset_fixtures", "tests/support/make_preset_fixtures.py", "tests/data/presets/ (one Parquet file per preset)"),
+    Script("thinking_cases", "tests/support/make_thinking_cases.py", "tests/data/thinking_cases.jsonl (needs ../shared/data)"),
     Script("dvc_deps", "tests/test_dvc_deps.py", "the code deps of dvc.yaml and experiments/band_value/dvc.yaml"),
     Script("outputs", "tests/test_docs.py", "the outputs of the `<!-- check: output -->` blocks of README.md and "
            "docs/*.md (README's `passband summary`, on the embedded completions)"),

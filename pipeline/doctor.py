@@ -37,11 +37,11 @@ from pathlib import Path
 import click
 import pyarrow as pa
 
+from pipeline.cli_options import with_params
 from pipeline.config import Params
 from pipeline.errors import PassbandError
 from pipeline.io import REPAIR_HINT, read_shard, shard_paths, temp_paths
 from pipeline.locks import hold_all
-from pipeline.options import with_params
 from pipeline.schema import schema
 from pipeline.tablesets import SET_TABLES, SETS, table_set
 

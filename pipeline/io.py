@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import PassbandError
 from pipeline.ownership import TABLE_MARKER, NotOwnedError
-from pipeline.run_stats import RunStats
+from pipeline.run_metrics import RunStats
 from pipeline.schema import SchemaError, schema
 
 SHARD_GLOB = "*.parquet"
@@ -191,7 +191,7 @@ def split_timings(metrics: dict) -> tuple[dict, dict]:
 def write_metrics(path: str | Path, metrics: RunStats | dict, *, root: str | Path) -> Path:
     """A stage's metrics: the counts to ``path`` (a DVC metrics file, hashed into dvc.lock, so it must be the same
     run to run) and the timings to ``<root>/data/logs/timings/<path's name>``, which neither DVC nor git tracks.
-    A :class:`~pipeline.run_stats.RunStats` says which keys are timings (its timers and rates); a plain dict's are
+    A :class:`~pipeline.run_metrics.RunStats` says which keys are timings (its timers and rates); a plain dict's are
     the keys named in :data:`TIMING_KEYS`. Returns ``path``."""
     if isinstance(metrics, RunStats):
         counts, timings = metrics.counts(), metrics.timings()

@@ -21,7 +21,7 @@ completion earns 1.0 in training exactly when passband's verdict on it is ``corr
   "extra_logs"}`` as torch tensors.
 
 Callable from any process with no set-up: a plain script without a main guard, a notebook, threads,
-Ray tasks and actors, a trainer that has loaded torch (tests/test_reward_callers.py). Plain-number
+Ray tasks and actors, a trainer that has loaded torch (tests/test_rewards_callers.py). Plain-number
 answers are scored in the caller's process in microseconds; the rest go to the verifier's persistent,
 bounded worker pool (no process started per call; ``benchmarks/reward_overhead.py``).
 

@@ -12,7 +12,7 @@ import polars as pl
 
 from pipeline.bands import LEARNABLE
 from pipeline.catalog import query
-from pipeline.options import with_params
+from pipeline.cli_options import with_params
 from pipeline.publish import read_build_info
 
 BANDS = """

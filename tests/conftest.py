@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The tests' helpers and generators live in tests/support (docs/operations.md, "Tests"); the tests import them by
+# their plain names, as when they sat beside them.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 # Every Ray these tests start (a local one, a LocalCluster on 127.0.0.1) runs without Ray's token
 # authentication. The driver reads RAY_AUTH_MODE once per process; a value that changes between two

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.bands import assign_band, band_confidence, band_ranges
 from pipeline.config import BandsConfig, ConfigError, parse_params
-from pipeline.stats import (
+from pipeline.pass_rate_stats import (
     beta_cdf,
     beta_ppf,
     grpo_advantage,

@@ -27,12 +27,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import embedded_set
 import pytest
 from click.testing import CliRunner
 
 from pipeline.catalog import query
 from pipeline.cli import cli
+
+# run as a script (--write, --check), tests/conftest.py has not put the support modules on the path
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+import embedded_set
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = re.compile(r"^<!-- check: (output|runs) -->\n```(\w*)\n(.*?)```\n(?:```\n(.*?)```\n)?", re.M | re.S)

@@ -13,7 +13,7 @@ a folder above it. An experiment's own package run on the working tree (``python
 folder's files and what the modules of ``pipeline/`` they import load (:func:`package_files`).
 
 Run ``python tests/test_dvc_deps.py`` to print, per stage, the smallest folder-grouped deps that
-cover what it loads today (long lists: pipeline/params.py, which every subcommand loads its params through,
+cover what it loads today (long lists: pipeline/params_loader.py, which every subcommand loads its params through,
 imports the stages' registries to check each name at load), and
 ``python tests/test_dvc_deps.py --write`` to put them in both dvc.yaml files (data deps and comments kept);
 ``--check`` exits 1 naming a file that ``--write`` would change (``python -m pipeline.docs`` runs both).
@@ -34,6 +34,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+# run as a script (--write, --check), tests/conftest.py has not put the support modules on the path
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 from import_graph import REPO, ROOT_PACKAGE, loaded_modules, module_file
 
 DVC_FILES = ("dvc.yaml", "experiments/band_value/dvc.yaml")

@@ -1,4 +1,4 @@
-"""Faults on every stage, driven through the CLI on the fake engine (tests/faultkit.py, tests/faultcases.py): kills, full disk,
+"""Faults on every stage, driven through the CLI on the fake engine (tests/support/faultkit.py, faultcases.py): kills, full disk,
 damaged inputs, concurrent readers and writers, file modes under two umasks. The benchmark
 (benchmarks/faults.py) runs the same experiments with 20 kill points per stage and prints the table.
 """

@@ -17,7 +17,7 @@ from pipeline.config import ConfigError
 from pipeline.gold import GoldError, boxed_gold, gsm8k_gold
 from pipeline.io import read_table, shard_paths, write_table
 from pipeline.keys import normalize_question, policy_id, problem_id, sample_seed
-from pipeline.params import load_params, parse_params
+from pipeline.params_loader import load_params, parse_params
 from pipeline.schema import TABLES, SchemaError, parse_type, schema
 from pipeline.verify.gold_check import gold_parses, golds_equivalent
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from shared_data import shared_path
 
 from pipeline.ingest import ingest
 from pipeline.ingest.gold_lint import CHECKS, lint_gold
 from pipeline.ingest.records import RawRow
-from tests.shared_data import shared_path
 
 # (gold, question, the defects expected): each check has cases it must find and cases it must leave alone
 GOLDEN = [

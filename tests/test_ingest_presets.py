@@ -1,5 +1,5 @@
 """The popular RLVR datasets by name: `passband ingest` on each preset's fixture (tests/data/presets, written by
-tests/make_preset_fixtures.py in the dataset's column layout and Arrow types, loaded through 🤗 datasets from a
+tests/support/make_preset_fixtures.py in the dataset's column layout and Arrow types, loaded through 🤗 datasets from a
 local path) gives the expected problems, rejects and source difficulty; the card shows it beside ours."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_fixtures_are_what_the_generator_writes(tmp_path):
         name = path.parent.name
         committed = OUT / name / path.name
         assert pq.read_schema(committed).equals(FIXTURES[name][1]), name
-        assert committed.read_bytes() == path.read_bytes(), f"{name}: rerun python tests/make_preset_fixtures.py"
+        assert committed.read_bytes() == path.read_bytes(), f"{name}: rerun python tests/support/make_preset_fixtures.py"
 
 
 def test_every_issue_preset_is_registered_and_tested():

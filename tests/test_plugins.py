@@ -33,7 +33,7 @@ from pipeline.engines.registry import ENGINES, FINISH_REASONS, Engine, ModelSpec
 from pipeline.ingest.presets import PRESETS, PRESETS_DIR
 from pipeline.ingest.sources import PROBLEM_FIELDS, SOURCES
 from pipeline.io import read_table
-from pipeline.params import load_params
+from pipeline.params_loader import load_params
 from pipeline.plugins import Registry
 from pipeline.publish.stage import source_licenses
 from pipeline.reformulate import METHODS
@@ -110,7 +110,7 @@ def test_the_openai_engine_conforms_against_a_tiny_server():
 
 
 # vllm and ray load a model or start a cluster: tests/test_rollout_engine.py (marker engine) and
-# tests/test_ray_engine.py (marker ray) run them; their static contract is checked above.
+# tests/test_engines_ray.py (marker ray) run them; their static contract is checked above.
 
 
 # -- detectors ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The probe's reports (pipeline/probe/reports.py) on synthetic features whose answer is known."""
+"""The probe's reports (pipeline/probe/report_core.py) on synthetic features whose answer is known."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from pipeline.probe.reports import (
+from pipeline.probe.report_core import (
     best_threshold,
     cross_validate,
     enrichment,
@@ -137,7 +137,7 @@ def test_report_on_real_rollouts_and_a_checkpoint_identical_to_the_base(embedded
     from pipeline.annotate.quality import LABELLED_SET
     from pipeline.io import write_table
     from pipeline.probe.core import ProbeConfig
-    from pipeline.probe.report import run
+    from pipeline.probe.report_stage import run
     from pipeline.probe.sae import SAEConfig
     from pipeline.schema import schema
 
@@ -186,7 +186,7 @@ def test_checkpoint_records_find_their_problems_in_several_tables_or_name_the_mi
     --problems takes both; a recorded problem in neither is a ProbeError naming the tables, not a KeyError."""
     from pipeline.io import write_table
     from pipeline.probe.core import ProbeError
-    from pipeline.probe.report import checkpoint_part
+    from pipeline.probe.report_stage import checkpoint_part
     from pipeline.schema import schema
 
     def problem(pid):

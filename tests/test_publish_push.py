@@ -1,4 +1,4 @@
-"""passband push, end to end against a stand-in Hub on 127.0.0.1 (tests/hub_server.py): one commit with
+"""passband push, end to end against a stand-in Hub on 127.0.0.1 (tests/support/hub_server.py): one commit with
 every file of the folder, a message naming the passband version and the dvc.lock digest, and the token
 in no file the pipeline wrote and in no output."""
 

@@ -23,7 +23,7 @@ from rollout_tables import add_rollouts
 
 from pipeline.catalog import query
 from pipeline.cli import cli
-from pipeline.params import load_params
+from pipeline.params_loader import load_params
 
 pytestmark = pytest.mark.slow
 CAP = 5  # report.max_rollouts_per_item here: below k, so the cap shows

@@ -3,7 +3,7 @@
 below) fails this test.
 
 A busy machine stretches the wall clock with nothing wrong (another build, a shared CI runner), so a bound on a
-cost is CPU time (``time.process_time()``, tests/cpu_clock.py for the processes a test starts) or a ratio measured
+cost is CPU time (``time.process_time()``, tests/support/cpu_clock.py for the processes a test starts) or a ratio measured
 in one run (time on 2n against time on n: both sides stretch alike). A wait that uses no CPU (a hang, a server
 that never answers) gets a kill switch instead: ``@pytest.mark.timeout(N)``, far past the expected time. The
 absolute figures live in benchmarks/ (scripts that print them), which this rule does not scan.
@@ -167,7 +167,7 @@ def _marks_timing(node: ast.AST) -> bool:
 
 
 def unmarked_cpu_bounds(source: str) -> list[str]:
-    """The tests that read a CPU clock without the ``timing`` mark (tests/test_under_load.py runs the marked ones
+    """The tests that read a CPU clock without the ``timing`` mark (tests/test_suite_under_load.py runs the marked ones
     beside busy loops, so a bound that only holds on a quiet machine shows)."""
     tree = ast.parse(source)
     if any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in n.targets)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FILES = ("tests/test_numbers.py", "tests/test_run_stats.py")
+FILES = ("tests/test_numbers.py", "tests/test_run_metrics.py")
 
 
 def test_each_file_runs_whole_on_one_worker_under_its_group():

@@ -78,7 +78,7 @@ def test_verl_rlhf_dataset_takes_the_verl_export(folder, embedded_model_dir, tmp
     if not python:
         pytest.skip("PASSBAND_VERL_PYTHON is not set: no verl environment")
     repo = Path(__file__).resolve().parent.parent
-    out = subprocess.run([python, str(repo / "tests/verl_loader_check.py"), str(folder), str(embedded_model_dir),
+    out = subprocess.run([python, str(repo / "tests/support/verl_loader_check.py"), str(folder), str(embedded_model_dir),
                           str(tmp_path / "cache")], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "PYTHONPATH": str(repo)})
     assert out.returncode == 0, out.stderr[-3000:]

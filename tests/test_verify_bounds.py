@@ -3,7 +3,7 @@ in-process fast path, gold checks and grading in the pool (timeout / error / no_
 
 The CPU limits (cpu_clock.BOUNDED_S) prove "bounded", not speed: before, ``","*40000`` took 20 s in is_the_answer and
 ``"1,"*500000`` more than 60 s. Every limit is CPU time (this process's, or with the pool's workers, the
-process tree's: tests/cpu_clock.py), so other work on the machine does not count against it.
+process tree's: tests/support/cpu_clock.py), so other work on the machine does not count against it.
 """
 
 from __future__ import annotations

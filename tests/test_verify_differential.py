@@ -1,6 +1,6 @@
 """Differential test: the verify stage's grading against raw math-verify on >= 20,000 labelled cases.
 
-The cases (tests/verify_corpus.py, seeded) restate or change golds of GSM8K, MATH and the synthetic
+The cases (tests/support/verify_corpus.py, seeded) restate or change golds of GSM8K, MATH and the synthetic
 set in the surface forms models write. The stage (``judge_many``: extraction, policies, worker pool)
 must agree with the labels on >= 99.9 %, on no form less often than raw math-verify, and every
 disagreement with raw math-verify must fall under a policy of pipeline/verify/policies.py where

@@ -1,4 +1,4 @@
-"""Long chain-of-thought completions (tests/longcot_cases.py, built from GSM8K and MATH reference solutions at
+"""Long chain-of-thought completions (tests/support/longcot_cases.py, built from GSM8K and MATH reference solutions at
 test time): the verifier's verdicts agree with the grades the construction decides on the dev part and on the
 held-back part (split by a fixed hash of the case id), never take an answer from unfinished thinking, and the
 optional ``prose_final`` extractor reads prose endings without taking a question, a condition or a plan."""
@@ -10,9 +10,9 @@ import statistics
 
 import pytest
 from longcot_cases import FINAL_KINDS, KINDS, PROSE_KINDS, cases, held_back, judged, prose_final_scores
+from shared_data import shared_path
 
 from pipeline.config import VerifyConfig
-from tests.shared_data import shared_path
 
 pytestmark = pytest.mark.slow
 

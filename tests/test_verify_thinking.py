@@ -1,7 +1,7 @@
 """Thinking-aware verdicts: the answer is read only after the thinking's closing tag, a
 thinking block that never closes is no_answer (unfinished_thinking), per policy and per judge call.
 
-The held-out cases (tests/data/thinking_cases.jsonl, written by tests/make_thinking_cases.py from real GSM8K
+The held-out cases (tests/data/thinking_cases.jsonl, written by tests/support/make_thinking_cases.py from real GSM8K
 and MATH solutions) must agree with their constructed grades at >= 99.5 %, with no answer ever taken from
 inside an unfinished thinking block.
 """
@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from click.testing import CliRunner
+from shared_data import shared_path
 
 from pipeline.cli import cli
 from pipeline.config import AnnotateConfig, ConfigError, PolicyConfig, VerifyConfig
@@ -28,7 +29,6 @@ from pipeline.schema import schema
 from pipeline.thinking import Section, answer_section, mode_for_prompt, thinking_of
 from pipeline.verify import judge, judge_many, verifier_id, verify
 from pipeline.verify.core import VERDICT_MODULES
-from tests.shared_data import shared_path
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = REPO / "tests" / "data" / "thinking_cases.jsonl"

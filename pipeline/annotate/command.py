@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pipeline.annotate import run
-from pipeline.options import progress_option, with_params
+from pipeline.cli_options import progress_option, with_params
 from pipeline.tablesets import SETS
 
 

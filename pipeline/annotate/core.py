@@ -4,7 +4,7 @@ The core works on a DuckDB connection that has the input tables as views (``verd
 ``rollouts``, ``problems``: Parquet globs in the stage, Arrow tables in tests) and touches no
 files. Everything row-wise runs inside DuckDB, streaming and under its memory limit; Python
 only sees (a) the distinct (n, n_correct) pairs, whose statistics it computes once each
-(:mod:`pipeline.stats`, :mod:`pipeline.bands`), and (b) the candidate rows
+(:mod:`pipeline.pass_rate_stats`, :mod:`pipeline.bands`), and (b) the candidate rows
 of each flag detector (:mod:`pipeline.annotate.detectors`). One real difficulty row::
 
     "What is 52 - 27?"  n 8, n_correct 1, pass_rate 0.125, ci [0.014, 0.454], band too_hard,
@@ -43,8 +43,8 @@ from pipeline.annotate.flag_runner import (
 )
 from pipeline.bands import assign_band, band_confidence
 from pipeline.config import AnnotateConfig
+from pipeline.pass_rate_stats import group_stats
 from pipeline.schema import schema
-from pipeline.stats import group_stats
 
 
 def flag_options(config: AnnotateConfig) -> Any:

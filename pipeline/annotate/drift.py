@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.bands import BANDS
-from pipeline.stats import beta_cdf, beta_ppf
+from pipeline.pass_rate_stats import beta_cdf, beta_ppf
 
 CREDIBLE = 0.95
 GRID = 400

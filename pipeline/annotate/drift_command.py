@@ -13,10 +13,10 @@ import click
 import pyarrow.compute as pc
 
 from pipeline.annotate.drift import drift, matrix_png, render_matrix, summary
+from pipeline.cli_options import with_params
 from pipeline.config import ConfigError, Params
 from pipeline.io import atomic_write_bytes, path_in, read_table, write_metrics
-from pipeline.options import with_params
-from pipeline.run_stats import RunStats
+from pipeline.run_metrics import RunStats
 from pipeline.tablesets import SETS, table_set
 
 

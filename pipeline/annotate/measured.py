@@ -2,7 +2,7 @@
 
 Written by ``benchmarks/flag_quality.py --write`` (:mod:`pipeline.annotate.quality` measures them); read here, below
 the detectors and the measuring, by whatever shows a flag's rate: the ``flag_kinds`` view, ``passband summary``, the
-dataset card. tests/test_flag_quality.py holds them as floors.
+dataset card. tests/test_annotate_flag_quality.py holds them as floors.
 """
 
 from __future__ import annotations

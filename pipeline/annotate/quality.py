@@ -9,7 +9,7 @@ annotate core on those completions, then compares every flag with the label it c
     unsupported_answer  42 flagged, 45 labelled unsupported, precision 0.93 [0.81, 0.98], recall 0.87 ...
 
 Precision = flagged and labelled / flagged; recall = flagged and labelled / labelled; both with
-Wilson 95 % intervals (:func:`pipeline.stats.wilson`).
+Wilson 95 % intervals (:func:`pipeline.pass_rate_stats.wilson`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pipeline.annotate.core import annotate_tables
 from pipeline.annotate.detectors import DETECTORS, labels
 from pipeline.annotate.measured import LabelsError
 from pipeline.config import AnnotateConfig, VerifyConfig
-from pipeline.stats import wilson
+from pipeline.pass_rate_stats import wilson
 from pipeline.verify.core import verify
 
 # the labels a reader gives (docs/flags.md, "Labelling guide"), each a boolean
@@ -160,7 +160,8 @@ def to_yaml(q: Quality) -> str:
                       "precision": None if f.precision is None else round(f.precision, 4),
                       "recall": None if f.recall is None else round(f.recall, 4)} for f in q.flags}
     head = ("# Written by `python benchmarks/flag_quality.py --write` from pipeline/annotate/flag_labels.jsonl; do not edit.\n"
-            "# Each flag against the label it claims (docs/flags.md); tests/test_flag_quality.py holds these as floors.\n")
+            "# Each flag against the label it claims (docs/flags.md); "
+            "tests/test_annotate_flag_quality.py holds these as floors.\n")
     return head + yaml.safe_dump({"labelled_rows": q.rows, "verify_agreement": round(q.verify_agreement, 4),
                                   "flags": flags}, sort_keys=False)
 

@@ -30,7 +30,7 @@ from pipeline.io import (
 )
 from pipeline.rollout.core import select_problems
 from pipeline.rollout.policy import resolve_policy
-from pipeline.run_stats import RunStats
+from pipeline.run_metrics import RunStats
 from pipeline.schema import SchemaError, schema
 from pipeline.sqltext import sql_literal
 from pipeline.tablesets import table_set

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from pipeline.cli_options import progress_option, with_params
 from pipeline.ingest import run
-from pipeline.options import progress_option, with_params
 
 
 @click.command()

@@ -16,7 +16,7 @@ from pipeline.ingest.core import REASONS, IngestResult, IngestSummary, Limits, c
 from pipeline.ingest.fold import Fold
 from pipeline.ingest.sources import SOURCES, SourceError, get_source, read_source
 from pipeline.io import replace_dir, write_metrics
-from pipeline.run_stats import RunStats
+from pipeline.run_metrics import RunStats
 from pipeline.verify.gold_check import ungradable_golds
 
 __all__ = ["REASONS", "SOURCES", "IngestResult", "IngestSummary", "SourceError", "ingest", "limits_of", "run"]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from pipeline.options import with_params
-from pipeline.params import load_params
+from pipeline.cli_options import with_params
+from pipeline.params_loader import load_params
 from pipeline.probe import run as run_probe
 from pipeline.probe.core import ProbeConfig
-from pipeline.probe.report import run as run_report
+from pipeline.probe.report_stage import run as run_report
 from pipeline.probe.sae import SAEConfig
 
 _PARAMS = click.option("--params", "params_path", default="params.yaml", show_default=True,

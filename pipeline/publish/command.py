@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline.bands import LEARNABLE
-from pipeline.options import with_params
+from pipeline.cli_options import with_params
 from pipeline.publish import hub, read_build_info, run
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pipeline.options import progress_option, with_params
+from pipeline.cli_options import progress_option, with_params
 from pipeline.reformulate import run
 from pipeline.reformulate.report import write_report
 

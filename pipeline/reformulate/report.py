@@ -24,7 +24,7 @@ from pipeline.annotate.plots import save_png
 from pipeline.catalog import query
 from pipeline.config import Params
 from pipeline.io import write_metrics
-from pipeline.run_stats import RunStats
+from pipeline.run_metrics import RunStats
 
 VIEW = "reformulation_report"
 PER_METHOD = ("parents_tried", "children_kept", "rejected")

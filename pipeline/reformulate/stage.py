@@ -19,7 +19,7 @@ from pipeline.reformulate.ladder import band_of
 from pipeline.reformulate.measure import EngineMeasure
 from pipeline.reformulate.registry import METHODS, Reformulator, build
 from pipeline.rollout.policy import resolve_policy
-from pipeline.run_stats import RunStats
+from pipeline.run_metrics import RunStats
 from pipeline.tablesets import table_set
 
 __all__ = ["METHODS", "STAGE_REASONS", "ReformulateResult", "reformulate", "run", "select_parents"]

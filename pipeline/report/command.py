@@ -6,7 +6,7 @@ import os
 
 import click
 
-from pipeline.options import with_params
+from pipeline.cli_options import with_params
 from pipeline.report import run
 
 

@@ -40,7 +40,7 @@ from functools import lru_cache
 
 from pipeline.bands import LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED, assign_band
 from pipeline.config import AdaptiveBudget, BandsConfig, FixedBudget, RolloutConfig
-from pipeline.stats import beta_binomial_pmf, beta_cdf
+from pipeline.pass_rate_stats import beta_binomial_pmf, beta_cdf
 
 STOP_REASONS = ("fixed", "curtailed", "confident", "max_k", "incomplete")
 SIDES = {UNSOLVED: "below", TOO_HARD: "below", LEARNABLE: LEARNABLE, TOO_EASY: "above"}

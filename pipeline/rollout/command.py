@@ -6,8 +6,8 @@ import time
 
 import click
 
+from pipeline.cli_options import progress_option, with_params
 from pipeline.model import EmbeddedModelError, convert_gguf, find_embedded_gguf
-from pipeline.options import progress_option, with_params
 from pipeline.rollout import run
 from pipeline.rollout.policy import embedded_model_dir
 from pipeline.tablesets import SETS

@@ -21,7 +21,7 @@ from pipeline.rollout.adaptive import Outcomes, adaptive_rounds, add_outcomes, c
 from pipeline.rollout.core import existing_keys, rollout, select_problems
 from pipeline.rollout.plan import plan_run
 from pipeline.rollout.policy import Policy, check_distinct, policies_table, resolve_policy
-from pipeline.run_stats import RunStats
+from pipeline.run_metrics import RunStats
 from pipeline.schema import schema
 from pipeline.tablesets import table_set
 from pipeline.verify.core import verifier_id, verify

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pipeline.options import progress_option, with_params
+from pipeline.cli_options import progress_option, with_params
 from pipeline.tablesets import SETS
 from pipeline.verify import run
 

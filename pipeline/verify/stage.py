@@ -15,7 +15,7 @@ from tqdm import tqdm
 from pipeline.config import Params
 from pipeline.io import claim_table_dir, damaged, read_shard, read_table, shard_paths, write_metrics, write_table
 from pipeline.keys import digest
-from pipeline.run_stats import RunStats
+from pipeline.run_metrics import RunStats
 from pipeline.schema import schema
 from pipeline.tablesets import table_set
 from pipeline.thinking import thinking_of

@@ -17,8 +17,8 @@ from bandvalue.experiment import load_config, write_arms
 from bandvalue.experiment import measure as measure_policy
 from bandvalue.experiment import report as write_report
 from bandvalue.experiment import train as train_arm
+from pipeline.cli_options import progress_option, with_params
 from pipeline.errors import PassbandError, explain
-from pipeline.options import progress_option, with_params
 
 
 class _Group(click.Group):

@@ -12,9 +12,9 @@ from pydantic import Field
 
 from pipeline.annotate.detectors import Hit, register
 from pipeline.config import AnnotateConfig, Model, field_default
-from pipeline.stats import TRL_STD_EPS, grpo_advantage
+from pipeline.pass_rate_stats import TRL_STD_EPS, grpo_advantage
 
-# TRL's advantage of a success (pipeline.stats.grpo_advantage) over `samples` columns
+# TRL's advantage of a success (pipeline.pass_rate_stats.grpo_advantage) over `samples` columns
 ADVANTAGE_SQL = (f"CASE WHEN n_correct = n THEN 0 ELSE (1 - pass_rate) / (sqrt(n * pass_rate * (1 - pass_rate) / (n - 1))"
                  f" + {TRL_STD_EPS}) END")
 
@@ -33,7 +33,7 @@ def rare_success(row: dict, opts) -> Hit | None:
     """Correct in a group whose pass rate is at or below ``rare_success_max_pass_rate``.
 
     Score: the advantage this sample gets in TRL's GRPOTrainer (group rewards over their sample
-    std + 1e-4; :func:`pipeline.stats.grpo_advantage`): 2.47 for one success in 8, the
+    std + 1e-4; :func:`pipeline.pass_rate_stats.grpo_advantage`): 2.47 for one success in 8, the
     amplification of a possibly lucky success.
     """
     adv = grpo_advantage(row["n_correct"], row["n"])

@@ -8,7 +8,7 @@ dataset's ``license`` (a Hub license id: what the published items of such a sour
 ``publish.licenses``); the prompt wrapper its question is stored in (stripped, so the question is the problem itself
 and passband's template applies). A source's own ``mapping`` and ``options`` override the preset's, field by field.
 The layouts are tested on fixtures of a few rows in each dataset's column layout and Arrow types
-(``tests/make_preset_fixtures.py``). One whole preset::
+(``tests/support/make_preset_fixtures.py``). One whole preset::
 
     name: polaris-53k
     hub: POLARIS-Project/Polaris-Dataset-53K

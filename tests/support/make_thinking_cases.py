@@ -1,6 +1,6 @@
 """Write tests/data/thinking_cases.jsonl: reasoning-model completions with hand-checkable grades.
 
-``python tests/make_thinking_cases.py --write`` (needs ../shared/data: GSM8K test, MATH train; the data files are
+``python tests/support/make_thinking_cases.py --write`` (needs ../shared/data: GSM8K test, MATH train; the data files are
 read, never copied: each case keeps only one solution, reworded into a completion); ``--check`` exits 1 when the
 file differs from what it would write (``python -m pipeline.docs`` runs it; without ../shared/data it says so and
 passes, unless ``PASSBAND_REQUIRE_SHARED=1``, as in CI).
@@ -28,13 +28,13 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS.parent))
 
 from pipeline.gold import boxed_gold, gsm8k_gold, is_plain_number  # noqa: E402
 
-SHARED = HERE.parent.parent / "shared" / "data"
-OUT = HERE / "data" / "thinking_cases.jsonl"
+SHARED = TESTS.parent.parent / "shared" / "data"
+OUT = TESTS / "data" / "thinking_cases.jsonl"
 PER_KIND = 24
 MAX_SOLUTION_CHARS = 700  # keeps the file small (about 300 KB)
 
@@ -177,13 +177,13 @@ def main(argv: list[str]) -> int:
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     if "--check" in argv:
         if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT.relative_to(HERE.parent)} differs from what this script makes "
-                  "(run: python tests/make_thinking_cases.py --write)", file=sys.stderr)
+            print(f"{OUT.relative_to(TESTS.parent)} differs from what this script makes "
+                  "(run: python tests/support/make_thinking_cases.py --write)", file=sys.stderr)
             return 1
         return 0
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text, encoding="utf-8")
-    print(f"{len(rows)} cases -> {OUT.relative_to(HERE.parent)} ({OUT.stat().st_size // 1024} KB)")
+    print(f"{len(rows)} cases -> {OUT.relative_to(TESTS.parent)} ({OUT.stat().st_size // 1024} KB)")
     return 0
 
 

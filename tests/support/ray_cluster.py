@@ -46,7 +46,7 @@ class LocalCluster:
         # file is machine-wide state): the nodes, the readiness probe and this process's driver all agree
         os.environ["RAY_AUTH_MODE"] = "disabled"
         self.env = {**os.environ, **SYSTEM_CONFIG, "RAY_USAGE_STATS_ENABLED": "0",
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                                 os.environ.get("PYTHONPATH")]))}
 
     def _node(self, name: str, args: list[str]) -> None:

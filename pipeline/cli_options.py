@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline.locks import WRITERS, hold, lock_name
-from pipeline.params import load_params
+from pipeline.params_loader import load_params
 
 
 def with_params(fn):

@@ -26,7 +26,7 @@ from fractions import Fraction
 from functools import cache
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ Parquet holds them), a few well-formed rows (questions written for these tests, 
 least one malformed row. The layouts come from the datasets' cards and loading code as the author
 knew them (the Hub is not reachable here); tests/test_ingest_presets.py checks what ingest makes of them.
 
-    python tests/make_preset_fixtures.py --write   # rewrites the files (deterministic)
-    python tests/make_preset_fixtures.py --check   # exit 1 when a file differs from what this script makes
+    python tests/support/make_preset_fixtures.py --write   # rewrites the files (deterministic)
+    python tests/support/make_preset_fixtures.py --check   # exit 1 when a file differs from what this script makes
 
 ``python -m pipeline.docs`` runs both with the repository's other generators. ``--check`` compares the tables (schema
 and rows), not the bytes, since Parquet's footer names the pyarrow version that wrote it.
@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-OUT = Path(__file__).resolve().parent / "data" / "presets"
+OUT = Path(__file__).resolve().parents[1] / "data" / "presets"
 
 MESSAGE = pa.struct([("content", pa.string()), ("role", pa.string())])
 DAPO_PREFIX = ("Solve the following math problem step by step. The last line of your response should be of the "
@@ -178,7 +178,7 @@ def differences(out: Path = OUT) -> list[str]:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--check"]:
         if bad := differences():
-            print(f"{OUT}: " + "; ".join(bad) + " (run: python tests/make_preset_fixtures.py --write)", file=sys.stderr)
+            print(f"{OUT}: " + "; ".join(bad) + " (run: python tests/support/make_preset_fixtures.py --write)", file=sys.stderr)
             sys.exit(1)
     else:
         target = Path(sys.argv[1]) if sys.argv[1:] and sys.argv[1] != "--write" else OUT

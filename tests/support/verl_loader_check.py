@@ -1,7 +1,7 @@
 """Run by tests/test_train_loaders.py with verl's own Python (PASSBAND_VERL_PYTHON): verl's RLHFDataset and
 custom-reward loader on a passband export. Prints one JSON line of what it saw.
 
-    python tests/verl_loader_check.py <published folder> <embedded model dir>
+    python tests/support/verl_loader_check.py <published folder> <embedded model dir>
 """
 
 import json

@@ -6,7 +6,7 @@ optionally, a GRPO checkpoint with its ``records/`` (the rollouts and verdicts i
 each through its model for activations (cached under ``probe/acts/<digest>/``: a rerun reuses them), trains a
 T-SAE on the base rollouts' activations (or loads it: ``probe/<sae_id>/tsae.safetensors`` of ``passband probe``,
 else ``probe/reports/sae/<slug>.safetensors``), and hands the codes to the pure core
-(:mod:`pipeline.probe.reports`): the shortcut probe, feature drift to the checkpoint, per-band enrichment and
+(:mod:`pipeline.probe.report_core`): the shortcut probe, feature drift to the checkpoint, per-band enrichment and
 the hard items' successes vs failures. Writes ``probe/reports/<report_id>/report.json`` and ``report.md``.
 """
 
@@ -32,7 +32,7 @@ from pipeline.keys import canonical_json, digest
 from pipeline.probe import activations, sae, spans
 from pipeline.probe.activations import ActivationStore
 from pipeline.probe.core import ProbeConfig, ProbeError, answer_span, rollouts_digest, sae_id, scale_factor
-from pipeline.probe.reports import cross_validate, enrichment, feature_drift, fit_logistic, rollout_vectors
+from pipeline.probe.report_core import cross_validate, enrichment, feature_drift, fit_logistic, rollout_vectors
 from pipeline.probe.stage import inputs, probe_dir, prompt_text
 from pipeline.tablesets import table_set
 from pipeline.verify.core import source_digest

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 PARAMS = {
     "ingest": {"sources": [{"name": "synthetic", "kind": "synthetic", "split": "train",

@@ -1,7 +1,7 @@
 """A fresh clone's ``dvc repro`` leaves ``git status`` clean: every file dvc.yaml declares (outs, metrics, plots) is
 byte-identical run to run, so dvc.lock, which hashes them, does not change.
 
-The tiny pipeline (tests/faultkit.py: fake engine, 27 synthetic problems, k=4) runs twice into two folders, plus
+The tiny pipeline (tests/support/faultkit.py: fake engine, 27 synthetic problems, k=4) runs twice into two folders, plus
 ``passband drift``, ``passband reformulate-report`` and ``passband report``, and every path the project's dvc.yaml
 declares is compared file by file. Timings live in ``data/logs/timings/`` (pipeline/io.py ``write_metrics``), which
 DVC does not track; the DuckDB catalog is no DVC output (its header holds random bytes: the last test shows two builds differ).

@@ -1,6 +1,6 @@
 """The probe's reports, pure: a feature-based shortcut probe, feature drift between checkpoints, enrichment.
 
-Everything here takes arrays and returns plain dicts (no files, no models); :mod:`pipeline.probe.report` is the
+Everything here takes arrays and returns plain dicts (no files, no models); :mod:`pipeline.probe.report_stage` is the
 shell that feeds it real activations. Per-rollout vectors come from a T-SAE's high-level codes
 (tokens x n_high) and the rollouts' rows (``starts``, ``lengths``)::
 

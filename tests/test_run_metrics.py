@@ -1,4 +1,4 @@
-"""pipeline/run_stats.py: one mergeable stats object for every stage's metrics (datatrove's Stats is the model)."""
+"""pipeline/run_metrics.py: one mergeable stats object for every stage's metrics (datatrove's Stats is the model)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import types
 
 import pytest
 
-from pipeline import run_stats
+from pipeline import run_metrics
 from pipeline.io import write_metrics
-from pipeline.run_stats import RunStats, StatsError
+from pipeline.run_metrics import RunStats, StatsError
 
 
 def _shard(samples: int, tokens: int, seconds: float) -> RunStats:
@@ -79,7 +79,7 @@ def test_write_metrics_puts_timers_and_rates_in_the_logs_whatever_their_names(tm
 
 def test_the_timer_context_records_the_block(monkeypatch):
     ticks = iter([10.0, 10.25, 20.0, 20.5])  # a scripted clock: the blocks take 0.25 s and 0.5 s
-    monkeypatch.setattr(run_stats, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    monkeypatch.setattr(run_metrics, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
     s = RunStats()
     with s.timer("seconds"):
         pass

@@ -1,7 +1,7 @@
 """Engine logs go to a file, not the terminal: unit checks, and a quiet rollout on the real engine.
 
 The real-engine test is marked `engine`; on a shared machine run it under the lock:
-    flock /tmp/pb-heavy.lock nice -n 5 .venv/bin/python -m pytest -m engine tests/test_engine_logs.py
+    flock /tmp/pb-heavy.lock nice -n 5 .venv/bin/python -m pytest -m engine tests/test_engines_logs.py
 """
 
 from __future__ import annotations

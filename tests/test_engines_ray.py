@@ -1,7 +1,7 @@
 """The `ray` engine: a pool of engine replicas on a real Ray (a local one, and a head + worker cluster on 127.0.0.1).
 
 Every test here starts Ray; run them under the shared lock:
-    flock /tmp/pb-heavy.lock nice -n 5 .venv/bin/python -m pytest tests/test_ray_engine.py -x -q
+    flock /tmp/pb-heavy.lock nice -n 5 .venv/bin/python -m pytest tests/test_engines_ray.py -x -q
 The last test also starts two vLLM replicas (marked `engine`).
 """
 

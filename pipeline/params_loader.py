@@ -6,7 +6,7 @@ presets, prompt templates, extractors, flag detectors and their knobs, are check
 same one-line message, when the params are loaded: before any stage starts work, and after the plugins params.yaml
 lists are loaded (so their names count). Reformulation methods are checked by the reformulate stage before it starts
 (the same message): importing that package here would make every stage's DVC deps include it. ``passband``'s
-subcommands load their params through :func:`load_params` (:func:`pipeline.options.with_params`).
+subcommands load their params through :func:`load_params` (:func:`pipeline.cli_options.with_params`).
 
 One real message (a typo in params.yaml's ``ingest.sources``)::
 

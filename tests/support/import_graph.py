@@ -8,7 +8,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # The root package's __init__ (a docstring and the version string) runs for every module below it;
 # it counts only where a module imports a name from it (publish writes the version into its card).

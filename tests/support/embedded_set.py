@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 COMPLETIONS = REPO / "tests" / "data" / "embedded_completions.jsonl"
 
 

@@ -1,4 +1,4 @@
-"""Rollouts, verdicts and flags for the publish tables (tests/publish_tables.py): what the rollouts config is built from.
+"""Rollouts, verdicts and flags for the publish tables (tests/support/publish_tables.py): what the rollouts config is built from.
 
 Every (problem, policy) with a difficulty row gets K + 2 rollouts: the first n_correct of the K counted ones are
 verified correct under the difficulty's verifier, the others incorrect, and the 2 past K are extra samples the pass
