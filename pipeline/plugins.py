@@ -159,7 +159,7 @@ def modules_in(package: str) -> list[str]:
 
 _LOADED: dict[str, str] = {}  # what was loaded (resolved file or module name) -> the spec that named it
 # a .yaml plugin's kind is told by a top-level key it must hold (a preset's `hub`, a prompt template's `template`);
-# the registries' modules install their loaders here (they sit above this module; pipeline.params imports them)
+# the registries' modules install their loaders here (they sit above this module; pipeline.params_loader imports them)
 YAML_LOADERS: dict[str, tuple[str, Callable[[Path], None]]] = {}  # kind -> (its key, loader)
 
 

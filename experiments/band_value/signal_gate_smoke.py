@@ -115,7 +115,7 @@ def checks(seen: list[dict[str, Any]], stats: dict[str, int], log: dict[str, Any
 
 
 def main() -> None:
-    from pipeline.train import band_value as bv
+    from bandvalue import experiment as bv
 
     experiment = setup()
     seen: list[dict[str, Any]] = []
