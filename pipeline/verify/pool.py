@@ -240,17 +240,23 @@ def _stat(pid: int) -> list[bytes] | None:
         return None
 
 
+def _cpu_and_state(pid: int) -> tuple[float, bytes] | None:
+    """User + system CPU seconds of a live process and its state letter, from one read (None when it is gone)."""
+    fields = _stat(pid)
+    return None if fields is None else ((int(fields[11]) + int(fields[12])) / _TICKS, fields[0])
+
+
 def _cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a live process (None when it is gone)."""
-    fields = _stat(pid)
-    return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS
+    read = _cpu_and_state(pid)
+    return None if read is None else read[0]
 
 
 def _waiting_for_a_core(pid: int) -> bool:
     """The process is runnable (state R): it wants CPU and the machine has none to give it, unlike one that
     sleeps or waits on I/O."""
-    fields = _stat(pid)
-    return fields is not None and fields[0] == b"R"
+    read = _cpu_and_state(pid)
+    return read is not None and read[1] == b"R"
 
 
 @dataclass
@@ -336,14 +342,15 @@ class GradePool:
             return None
         item, wall0, cpu0 = cur
         hard = wall0 + self.wall_factor * self.timeout_s
-        cpu = _cpu_seconds(slot.proc.pid)
-        if cpu is None or cpu - cpu0 > self.timeout_s:
+        read = _cpu_and_state(slot.proc.pid)
+        if read is None or read[0] - cpu0 > self.timeout_s:
             return item if slot.current() == cur else None  # it may have finished while we read /proc
+        cpu, state = read
         if now >= hard:
             # A runnable worker is starved, not stuck: a loaded machine gives it a small share of a core, so it
             # gets up to STARVED_FACTOR times the bound in wall time to spend its CPU bound. One that sleeps or
             # waits on I/O is stuck.
-            if now < wall0 + STARVED_FACTOR * self.timeout_s and _waiting_for_a_core(slot.proc.pid):
+            if now < wall0 + STARVED_FACTOR * self.timeout_s and state == b"R":
                 slot.check_at = now + min(self.timeout_s, 0.25)
                 return None
             return item
