@@ -228,7 +228,7 @@ def test_without_the_mode_the_r1_cases_would_be_graded_from_inside():
 def test_the_cases_file_is_what_the_script_writes(tmp_path):
     shared_path("gsm8k/test.jsonl")
     shared_path("math/train.jsonl")
-    code = ("import sys; sys.path.insert(0, 'tests'); import make_thinking_cases as m, json; "
+    code = ("import json; from tests.support import make_thinking_cases as m; "
             "print(''.join(json.dumps(r, ensure_ascii=False) + '\\n' for r in m.cases()), end='')")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out == CASES.read_text(encoding="utf-8")
