@@ -27,6 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.annotate import gold_suspicion
+from pipeline.annotate.detector_pool import pooled_detectors
 from pipeline.annotate.detectors import flag_options as detector_options
 from pipeline.annotate.detectors import get_detectors
 from pipeline.annotate.flag_runner import (
@@ -37,7 +38,6 @@ from pipeline.annotate.flag_runner import (
     FlagCounts,
     candidate_keys_sql,
     candidate_sql,
-    run_detectors,
     sql_hits_sql,
     sql_literal,
 )
@@ -170,6 +170,10 @@ def _lut(pairs: Sequence[tuple[int, int]], config: AnnotateConfig) -> pa.Table:
 
 
 BATCH_TEXT_BYTES = 32 << 20  # text per batch of candidate rows the Python detectors read
+# fewer candidate rows than this run in the stage's process: a worker's start (imports) costs about what the
+# detectors take on ~500 rows of long completions
+POOL_MIN_ROWS = 1_000
+BATCHES_PER_WORKER = 8  # at least this many batches per detector worker, so none waits while another finishes
 
 
 def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
@@ -201,11 +205,14 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
         where = " OR ".join(f'"c_{d.name}"' for d in py_dets)
         # batches of about BATCH_TEXT_BYTES of text, not a fixed row count: 16k rows of 64 KB chains of thought would
         # be 1 GiB of Arrow, twice that as Python rows
-        mean_bytes = con.execute(f"SELECT avg(strlen(completion) + strlen(question)) FROM _cand "
-                                 f"WHERE {where}").fetchall()[0][0] or 1
-        rows = max(16, min(batch_rows, int(BATCH_TEXT_BYTES // mean_bytes)))
+        n_rows, mean_bytes = con.execute(f"SELECT count(*), avg(strlen(completion) + strlen(question)) FROM _cand "
+                                         f"WHERE {where}").fetchall()[0]
+        rows = max(16, min(batch_rows, int(BATCH_TEXT_BYTES // (mean_bytes or 1))))
+        workers = ann.config.workers if n_rows >= POOL_MIN_ROWS else 1
+        if workers > 1:  # enough batches for every worker to get several (a small job is one batch otherwise)
+            rows = max(16, min(rows, -(-n_rows // (workers * BATCHES_PER_WORKER))))
         reader = ann.con.sql(f"SELECT * FROM _cand WHERE {where}").to_arrow_reader(rows)
-        yield from run_detectors(reader, py_dets, ann.opts, counts=ann.counts, on_batch=on_batch)
+        yield from pooled_detectors(reader, py_dets, ann.opts, workers=workers, counts=ann.counts, on_batch=on_batch)
 
 
 def difficulty_sql(ann: Annotation, *, hits: str) -> str:
