@@ -383,6 +383,9 @@ class AnnotateConfig(Model):
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="the detectors' knobs (each declared in its file, docs/flags.md)")
     memory_limit_mb: int = Field(512, ge=64, description="DuckDB's memory limit for the annotate queries (it spills past it)")
+    incremental: bool = Field(True, description="keep the stored flags of the groups and detectors whose inputs, "
+                                                "code and knobs did not change (docs/stages.md#annotate); false: "
+                                                "recompute every row")
     workers: Cores = Field(None, validate_default=True,
                            description="processes running the Python flag detectors (null: one per core; 1: the "
                                        "stage's own process); the flags are the same rows whatever it is")

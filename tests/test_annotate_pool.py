@@ -12,41 +12,18 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from annotate_job import job_tables
 
 from pipeline.annotate import core
 from pipeline.annotate import detector_pool as dp
 from pipeline.annotate.core import annotate_tables
 from pipeline.config import AnnotateConfig
-from pipeline.schema import schema
 
 VID = "v/0"
 
 
 def tables(n_problems: int) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """Problems whose completions fire most detectors: loops, flips, unsupported answers, truncations, rare successes."""
-    probs, rolls, verds = [], [], []
-    for i in range(n_problems):
-        a, b = 10 + i, 3 + i % 7
-        gold = str(a + b)
-        texts = [(f" {a} + {b} = {a + b}. The answer is {a + b}.", "correct", "stop"),
-                 (f" The answer is {a + b + 1}. The answer is {a + b}.", "correct", "stop"),
-                 (f" {a} + {b} = {a + b + 2}. The answer is {a + b + 2}.", "incorrect", "stop"),
-                 (f" The answer is {a + b}.", "correct" if i % 3 else "incorrect", "stop"),
-                 (" " + f"{a} + {b} = " * 40, "no_answer", "length"),
-                 (f" Let me think. {a} plus {b}. So {a + b}. Wait, {a + b + 1}. The answer is {a + b + 1}.", "incorrect",
-                  "stop"),
-                 (f" 7 * 9 = 63. The answer is {a + b}.", "correct", "stop"),
-                 (f" {a} + {b} = {a + b}. {a + b} = {a + b}. The answer is \\boxed{{{a + b}}}.", "correct", "stop")]
-        pid = f"p{i:04d}"
-        probs.append({"problem_id": pid, "source": "t", "source_id": str(i), "question": f"What is {a} + {b}?",
-                      "answer": gold, "solution": None if i % 2 else f"{a} + {b} = {gold}.", "n_duplicates": 0})
-        for j, (text, status, finish) in enumerate(texts[: 4 + i % 5]):
-            rolls.append({"problem_id": pid, "policy_id": "pol", "sample_idx": j, "seed": j, "completion": text,
-                          "n_tokens": 10 + 3 * j, "finish_reason": finish})
-            ext = text.rstrip(".").rsplit("answer is ", 1)[-1] if "answer is" in text else None
-            verds.append({"problem_id": pid, "policy_id": "pol", "sample_idx": j, "verifier_id": VID, "status": status,
-                          "extracted": ext, "extractor": "answer_is"})
-    return (schema("verdicts").from_rows(verds), schema("rollouts").from_rows(rolls), schema("problems").from_rows(probs))
+    return job_tables(range(n_problems), VID)
 
 
 def test_pooled_detectors_give_the_rows_of_one_process(monkeypatch):

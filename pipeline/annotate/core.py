@@ -33,6 +33,7 @@ from pipeline.annotate.detectors import get_detectors
 from pipeline.annotate.flag_runner import (
     HITS_SCHEMA,
     REF_STEPS_SQL,
+    SAMPLE_COLUMNS,
     STEPS_SQL,
     Detector,
     FlagCounts,
@@ -176,15 +177,20 @@ POOL_MIN_ROWS = 1_000
 BATCHES_PER_WORKER = 8  # at least this many batches per detector worker, so none waits while another finishes
 
 
-def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
-                 on_batch: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
-    """Stream the candidate rows through the detectors; yield hit batches (``HITS_SCHEMA``)."""
+def flag_batches(ann: Annotation, *, batch_rows: int = 16_384, on_batch: Callable[[int], None] | None = None,
+                 rerun: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Stream the candidate rows through the detectors; yield hit batches (``HITS_SCHEMA``).
+
+    ``rerun`` (incremental, :mod:`pipeline.annotate.incremental`): the connection holds ``_reuse``, the groups whose
+    stored rows stand; on those only the detectors named in ``rerun`` run, every detector on the other groups."""
     if not ann.detectors:
         return
     # the candidate keys from one scan of each side, then only those rows joined (the join of every rollout's
     # text to its verdict was most of the stage's time), with a mark per detector: a small temp table
     con = ann.con
     con.execute(f"CREATE OR REPLACE TEMP TABLE _keys AS {candidate_keys_sql(ann.detectors, ann.opts)}")
+    if rerun is not None and not rerun:  # no detector changed: a reused group's text is not even read
+        con.execute("DELETE FROM _keys k USING _reuse r WHERE k.problem_id = r.problem_id AND k.policy_id = r.policy_id")
     key = f"USING ({', '.join(schema('rollouts').key)})"
     con.execute(f"CREATE OR REPLACE TEMP TABLE _cand_v AS SELECT * FROM _v SEMI JOIN _keys {key}")
     con.execute("CREATE OR REPLACE TEMP TABLE _cand_r AS SELECT problem_id, policy_id, sample_idx, completion, n_tokens, "
@@ -193,6 +199,14 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
                 f"{candidate_sql(ann.detectors, ann.opts, source='(' + _samples_sql('_cand_v', '_cand_r') + ')')}")
     for t in ("_keys", "_cand_v", "_cand_r"):
         con.execute(f"DROP TABLE {t}")
+    if rerun:  # a reused group keeps the candidates of the detectors to rerun only
+        marks = ", ".join(f'"c_{d.name}"' if d.name in rerun else f'"c_{d.name}" AND NOT _reused AS "c_{d.name}"'
+                          for d in ann.detectors)
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _cand AS SELECT * FROM (
+            SELECT {', '.join(SAMPLE_COLUMNS)}, {marks} FROM (
+                SELECT c.*, r.problem_id IS NOT NULL AS _reused FROM _cand c
+                LEFT JOIN _reuse r USING (problem_id, policy_id)))
+            WHERE {' OR '.join(f'"c_{d.name}"' for d in ann.detectors)}""")
     sql_dets = [d for d in ann.detectors if d.sql_only]
     py_dets = [d for d in ann.detectors if not d.sql_only]
     if sql_dets:  # DuckDB writes these hits itself: no row goes through Python
