@@ -427,6 +427,73 @@ def grow_check(n: int, job: Path, full: dict, args) -> dict:
     return res
 
 
+def annotate_check(source: Path, args) -> dict:
+    """annotate on a kept job's verified tables (``--annotate-job``): one core against every core, both from scratch
+    (the 1 -> 2 core speedup), then the job less 5 % of its problems annotated and those 5 % added: the incremental
+    rerun's wall against the full run's, and its outputs against the full run's (the same rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    import yaml
+
+    job = OUT / f"annotate-{source.name}"
+    shutil.rmtree(job, ignore_errors=True)
+    (job / "data").mkdir(parents=True)
+    params = yaml.safe_load((source / "params.yaml").read_text())
+    shutil.copytree(source / "data" / "problems", job / "data" / "problems")
+    tables = {t: pq.read_table(source / "data" / t) for t in ("rollouts", "verdicts")}
+    pids = sorted(set(tables["verdicts"].column("problem_id").to_pylist()))
+    held = pa.array(pids[: max(1, len(pids) // 20)])  # the "new" 5 %
+
+    def write(t: str, part: int, table) -> None:
+        (job / "data" / t).mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, job / "data" / t / f"part-{part}.parquet", compression="zstd")
+
+    def annotate(workers: int, incremental: bool) -> dict:
+        params["annotate"] = {**params.get("annotate", {}), "workers": workers, "incremental": incremental}
+        (job / "params.yaml").write_text(yaml.safe_dump(params))
+        m = stage("annotate", job)
+        m["metrics"] = metrics(job, "annotate")
+        return m
+
+    def outputs() -> tuple:
+        return tuple(pq.read_table(job / "data" / t / "part-0.parquet") for t in ("flags", "difficulty"))
+
+    for t, table in tables.items():  # the whole job first
+        write(t, 0, table)
+    n = tables["verdicts"].num_rows
+    print(f"[annotate {source.name}] {n} verdicts: 1 worker ...", flush=True)
+    one = annotate(1, False)
+    print(f"[annotate {source.name}] 2 workers ...", flush=True)
+    two = annotate(args.annotate_workers, False)
+    full = outputs()
+    for t in ("flags", "difficulty"):
+        shutil.rmtree(job / "data" / t)
+    for t, table in tables.items():  # the job less 5 %, then the 5 % as a shard of their own
+        new = pc.is_in(table.column("problem_id"), held)
+        write(t, 0, table.filter(pc.invert(new)))
+    print(f"[annotate {source.name}] 95 % ...", flush=True)
+    before = annotate(args.annotate_workers, True)
+    for t, table in tables.items():
+        write(t, 1, table.filter(pc.is_in(table.column("problem_id"), held)))
+    print(f"[annotate {source.name}] +5 % incremental ...", flush=True)
+    grow = annotate(args.annotate_workers, True)
+    same = all(a.equals(b) for a, b in zip(outputs(), full, strict=True))
+    res = {"rollouts": n, "one_worker": one, "workers": args.annotate_workers, "all_workers": two, "before": before,
+           "grow": grow, "speedup_wall": one["wall_s"] / two["wall_s"],
+           "grow_wall_vs_full": grow["wall_s"] / two["wall_s"], "grow_cpu_vs_full": grow["cpu_s"] / two["cpu_s"],
+           "grow_equal_to_full": same}
+    for m in (one, two, before, grow):
+        m.pop("output", None)
+    print(json.dumps({k: v for k, v in res.items() if not isinstance(v, dict)}), flush=True)
+    for name, m in (("1 worker", one), (f"{args.annotate_workers} workers", two), ("95 %", before),
+                    ("+5 % incremental", grow)):
+        print(f"  {name}: wall {m['wall_s']:.1f} s, CPU {1000 * m['cpu_s'] / n:.2f} ms/rollout, peak tree "
+              f"{m['peak_tree_mib']:.0f} MiB (own {m['peak_own_mib']:.0f}), reused groups "
+              f"{m['metrics'].get('reused_groups')}", flush=True)
+    return res
+
+
 # --- the report -----------------------------------------------------------------------------------
 
 
@@ -493,8 +560,16 @@ def main() -> int:
                    help="the kill -9 and +5 %% checks at these sizes (no value: every size)")
     p.add_argument("--keep", action="store_true", help="keep each job's data/ (default: removed after its size)")
     p.add_argument("--json-out", type=Path, default=OUT / "results.json")
+    p.add_argument("--annotate-job", type=Path, nargs="+", default=None,
+                   help="kept jobs (--keep) whose verified tables annotate is measured on (1 vs --annotate-workers "
+                        "workers, +5 %% incremental); nothing else runs")
+    p.add_argument("--annotate-workers", type=int, default=2)
     args = p.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.annotate_job:
+        found = [annotate_check(j.resolve(), args) for j in args.annotate_job]
+        (OUT / "annotate.json").write_text(json.dumps(found, indent=2) + "\n")
+        return 0
     results = []
     checks = args.resume_grow
     for n in args.sizes:

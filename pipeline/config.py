@@ -325,9 +325,18 @@ class RolloutConfig(Model):
         return self
 
 
+def _every_core(value: int | None) -> int:
+    return value if value is not None else (os.cpu_count() or 1)
+
+
+# a number of worker processes; null (the default where it is used) becomes the machine's cores when the file is read
+Cores = Annotated[Annotated[int, Field(gt=0)] | None, AfterValidator(_every_core)]
+
+
 class VerifyConfig(Model):
-    workers: int = Field(2, gt=0, description="math-verify worker processes (not part of verifier_id: verdicts do not "
-                                              "depend on it)")
+    workers: Cores = Field(None, validate_default=True,
+                           description="math-verify worker processes (null: one per core; not part of verifier_id: "
+                                       "verdicts do not depend on it)")
     timeout_s: float = Field(5.0, gt=0, description="one check's CPU-time limit (past it: a timeout verdict)")
     memory_mb: int = Field(1024, gt=0, description="a worker's address-space limit (past it: an error verdict)")
     max_answer_chars: int = Field(200, gt=0, description="an extracted answer longer than this is no_answer")
@@ -374,6 +383,12 @@ class AnnotateConfig(Model):
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="the detectors' knobs (each declared in its file, docs/flags.md)")
     memory_limit_mb: int = Field(512, ge=64, description="DuckDB's memory limit for the annotate queries (it spills past it)")
+    incremental: bool = Field(True, description="keep the stored flags of the groups and detectors whose inputs, "
+                                                "code and knobs did not change (docs/stages.md#annotate); false: "
+                                                "recompute every row")
+    workers: Cores = Field(None, validate_default=True,
+                           description="processes running the Python flag detectors (null: one per core; 1: the "
+                                       "stage's own process); the flags are the same rows whatever it is")
     gold_suspicion_threshold: float = Field(
         0.5, gt=0, le=1, description="difficulty.gold_suspect is gold_suspicion at or above this: the posterior "
                                      "probability that the rollouts' majority answer is not the gold "

@@ -27,17 +27,18 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.annotate import gold_suspicion
+from pipeline.annotate.detector_pool import pooled_detectors
 from pipeline.annotate.detectors import flag_options as detector_options
 from pipeline.annotate.detectors import get_detectors
 from pipeline.annotate.flag_runner import (
     HITS_SCHEMA,
     REF_STEPS_SQL,
+    SAMPLE_COLUMNS,
     STEPS_SQL,
     Detector,
     FlagCounts,
     candidate_keys_sql,
     candidate_sql,
-    run_detectors,
     sql_hits_sql,
     sql_literal,
 )
@@ -170,17 +171,26 @@ def _lut(pairs: Sequence[tuple[int, int]], config: AnnotateConfig) -> pa.Table:
 
 
 BATCH_TEXT_BYTES = 32 << 20  # text per batch of candidate rows the Python detectors read
+# fewer candidate rows than this run in the stage's process: a worker's start (imports) costs about what the
+# detectors take on ~500 rows of long completions
+POOL_MIN_ROWS = 1_000
+BATCHES_PER_WORKER = 8  # at least this many batches per detector worker, so none waits while another finishes
 
 
-def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
-                 on_batch: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
-    """Stream the candidate rows through the detectors; yield hit batches (``HITS_SCHEMA``)."""
+def flag_batches(ann: Annotation, *, batch_rows: int = 16_384, on_batch: Callable[[int], None] | None = None,
+                 rerun: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Stream the candidate rows through the detectors; yield hit batches (``HITS_SCHEMA``).
+
+    ``rerun`` (incremental, :mod:`pipeline.annotate.incremental`): the connection holds ``_reuse``, the groups whose
+    stored rows stand; on those only the detectors named in ``rerun`` run, every detector on the other groups."""
     if not ann.detectors:
         return
     # the candidate keys from one scan of each side, then only those rows joined (the join of every rollout's
     # text to its verdict was most of the stage's time), with a mark per detector: a small temp table
     con = ann.con
     con.execute(f"CREATE OR REPLACE TEMP TABLE _keys AS {candidate_keys_sql(ann.detectors, ann.opts)}")
+    if rerun is not None and not rerun:  # no detector changed: a reused group's text is not even read
+        con.execute("DELETE FROM _keys k USING _reuse r WHERE k.problem_id = r.problem_id AND k.policy_id = r.policy_id")
     key = f"USING ({', '.join(schema('rollouts').key)})"
     con.execute(f"CREATE OR REPLACE TEMP TABLE _cand_v AS SELECT * FROM _v SEMI JOIN _keys {key}")
     con.execute("CREATE OR REPLACE TEMP TABLE _cand_r AS SELECT problem_id, policy_id, sample_idx, completion, n_tokens, "
@@ -189,6 +199,14 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
                 f"{candidate_sql(ann.detectors, ann.opts, source='(' + _samples_sql('_cand_v', '_cand_r') + ')')}")
     for t in ("_keys", "_cand_v", "_cand_r"):
         con.execute(f"DROP TABLE {t}")
+    if rerun:  # a reused group keeps the candidates of the detectors to rerun only
+        marks = ", ".join(f'"c_{d.name}"' if d.name in rerun else f'"c_{d.name}" AND NOT _reused AS "c_{d.name}"'
+                          for d in ann.detectors)
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _cand AS SELECT * FROM (
+            SELECT {', '.join(SAMPLE_COLUMNS)}, {marks} FROM (
+                SELECT c.*, r.problem_id IS NOT NULL AS _reused FROM _cand c
+                LEFT JOIN _reuse r USING (problem_id, policy_id)))
+            WHERE {' OR '.join(f'"c_{d.name}"' for d in ann.detectors)}""")
     sql_dets = [d for d in ann.detectors if d.sql_only]
     py_dets = [d for d in ann.detectors if not d.sql_only]
     if sql_dets:  # DuckDB writes these hits itself: no row goes through Python
@@ -201,11 +219,14 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384,
         where = " OR ".join(f'"c_{d.name}"' for d in py_dets)
         # batches of about BATCH_TEXT_BYTES of text, not a fixed row count: 16k rows of 64 KB chains of thought would
         # be 1 GiB of Arrow, twice that as Python rows
-        mean_bytes = con.execute(f"SELECT avg(strlen(completion) + strlen(question)) FROM _cand "
-                                 f"WHERE {where}").fetchall()[0][0] or 1
-        rows = max(16, min(batch_rows, int(BATCH_TEXT_BYTES // mean_bytes)))
+        n_rows, mean_bytes = con.execute(f"SELECT count(*), avg(strlen(completion) + strlen(question)) FROM _cand "
+                                         f"WHERE {where}").fetchall()[0]
+        rows = max(16, min(batch_rows, int(BATCH_TEXT_BYTES // (mean_bytes or 1))))
+        workers = ann.config.workers if n_rows >= POOL_MIN_ROWS else 1
+        if workers > 1:  # enough batches for every worker to get several (a small job is one batch otherwise)
+            rows = max(16, min(rows, -(-n_rows // (workers * BATCHES_PER_WORKER))))
         reader = ann.con.sql(f"SELECT * FROM _cand WHERE {where}").to_arrow_reader(rows)
-        yield from run_detectors(reader, py_dets, ann.opts, counts=ann.counts, on_batch=on_batch)
+        yield from pooled_detectors(reader, py_dets, ann.opts, workers=workers, counts=ann.counts, on_batch=on_batch)
 
 
 def difficulty_sql(ann: Annotation, *, hits: str) -> str:

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from pipeline.annotate import incremental
 from pipeline.annotate.core import HITS_SCHEMA, Annotation, annotate_tables, difficulty_batches, flag_batches, prepare
 from pipeline.annotate.plots import write_plots
 from pipeline.annotate.selection import selection
@@ -51,11 +52,14 @@ class AnnotateResult:
     seconds: float = 0.0
     paths: list[Path] = field(default_factory=list)
     detector_errors: dict[str, int] = field(default_factory=dict)  # detector -> rows it raised on (detector_error flags)
+    reused_groups: int = 0  # groups whose stored flags were kept (incremental)
+    rerun_detectors: list[str] = field(default_factory=list)  # detectors rerun on those too (their code or knobs changed)
 
     def stats(self) -> RunStats:
         stats = RunStats.of({"verifier_id": self.verifier_id, "problems": self.groups, "rollouts": self.samples,
                              "flags": self.flags, "bands": self.bands, "mean_pass_rate": self.mean_pass_rate,
-                             "flag_rates": self.flag_rates, "detector_errors": self.detector_errors})
+                             "flag_rates": self.flag_rates, "detector_errors": self.detector_errors,
+                             "reused_groups": self.reused_groups, "rerun_detectors": self.rerun_detectors})
         return stats.add_time("seconds", self.seconds)
 
     def metrics(self) -> dict:
@@ -130,19 +134,30 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
         try:
             con.register("_selection", _selection(con, params, root=root, set_name=set_name, vid=vid))
             ann = prepare(con, config=set_config(params.annotate, set_name), verifier_id=vid, selection="_selection")
-            hits_path = Path(tmp) / "hits.parquet"
-            n_hits = _write_hits(ann, hits_path, progress=progress, set_name=set_name)
-            con.execute(f"CREATE OR REPLACE TEMP VIEW _hits AS SELECT * FROM read_parquet({sql_literal(str(hits_path))})")
-            for table in ("flags", "difficulty"):  # part-0.parquet is replaced by name: only in folders of its own
-                claim_table_dir(ts.dir(table, root), name=table)
             flags_out = ts.dir("flags", root) / "part-0.parquet"
+            # what the stored flags still hold (pipeline/annotate/incremental.py): None, all recomputed
+            det_fps = incremental.detector_fingerprints(ann.detectors, ann.opts)
+            incremental.group_fingerprints(con, verifier_id=vid)
+            rerun = incremental.load_previous(con, flags_out, det_fps) if params.annotate.incremental else None
+            hits_path = Path(tmp) / "hits.parquet"
+            n_hits = _write_hits(ann, hits_path, progress=progress, set_name=set_name, rerun=rerun)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW _hits AS SELECT * FROM read_parquet({sql_literal(str(hits_path))})")
+            reused = 0 if rerun is None else con.execute("SELECT count(*) FROM _reuse").fetchone()[0]
+            # part-0.parquet is replaced by name: only in folders of their own (flags' holds its fingerprints)
+            claim_table_dir(ts.dir("flags", root), name="flags", subfolders=(incremental.STATE_DIR,))
+            claim_table_dir(ts.dir("difficulty", root), name="difficulty")
             flag_cols = ", ".join(schema("flags").names)
             _copy(con, f"SELECT {flag_cols} FROM _hits ORDER BY {', '.join(schema('flags').key)}", flags_out, "flags")
+            incremental.write_state(con, flags_out, det_fps)  # after the flags: a kill between leaves a stale digest
             diff_out = ts.dir("difficulty", root) / "part-0.parquet"
             _copy(con, None, diff_out, "difficulty", batches=difficulty_batches(ann, hits="_hits"))
             result = _summary(con, ann, diff_out, n_hits)
             result.paths = [flags_out, diff_out]
-            result.detector_errors = dict(ann.counts.errors)
+            result.reused_groups, result.rerun_detectors = reused, list(rerun or [])
+            # from every row written, reused ones included (the detector a detector_error row names)
+            result.detector_errors = dict(con.execute(
+                f"SELECT {incremental.DETECTOR_OF_SQL}, count(*) FROM _hits WHERE flag = 'detector_error' "
+                "GROUP BY 1 ORDER BY 1").fetchall())
             if plots:
                 suffix = "" if set_name == "main" else f"-{set_name}"
                 result.paths += write_plots(con, f"read_parquet({sql_literal(str(diff_out))})", root / params.paths.plots,
@@ -175,13 +190,19 @@ def _selection(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path, se
                      policies=priors, cfg=cfg, bands=params.annotate.bands, prior_weights=weights)
 
 
-def _write_hits(ann: Annotation, path: Path, *, progress: bool, set_name: str) -> int:
+def _write_hits(ann: Annotation, path: Path, *, progress: bool, set_name: str, rerun: list[str] | None) -> int:
+    """The hits computed now, then (incremental) the stored rows still valid, into one file."""
     n = 0
     with pq.ParquetWriter(path, HITS_SCHEMA, compression="zstd") as writer, \
             tqdm(desc=f"annotate[{set_name}] flags", unit=" candidates", disable=not progress, mininterval=1.0) as bar:
-        for batch in flag_batches(ann, on_batch=bar.update):
+        for batch in flag_batches(ann, on_batch=bar.update, rerun=rerun):
             writer.write_batch(batch)
             n += batch.num_rows
+        if rerun is not None:
+            kept = incremental.kept_hits_sql([d.name for d in ann.detectors], rerun)
+            for batch in ann.con.sql(kept).to_arrow_reader(16_384):
+                writer.write_batch(pa.RecordBatch.from_arrays(batch.columns, schema=HITS_SCHEMA))
+                n += batch.num_rows
     return n
 
 

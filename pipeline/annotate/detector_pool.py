@@ -1,0 +1,106 @@
+"""The Python detectors over a pool of worker processes: annotate's CPU-bound part on every core.
+
+DuckDB already uses every core for the SQL side; the Python detectors (``detect(row, opts)`` per candidate row)
+held one. :func:`pooled_detectors` sends each batch of candidate rows (Arrow, so a batch crosses as one buffer,
+not a row at a time) to a worker that runs :func:`pipeline.annotate.flag_runner.run_detectors` on it, and yields
+the hit batches back in the order the batches were read, with the same counts: the hits are the same rows as in
+one process (each detector decides on its own row). At most two batches per worker are in flight, so memory
+stays a few batches whatever the job's size.
+
+Workers are started with ``spawn`` (the stage holds DuckDB's threads: a ``fork`` could copy a lock held by one
+of them) as direct children of the stage process, and each asks the kernel for SIGKILL when the stage exits
+(``PR_SET_PDEATHSIG``, checked against a parent that died before it asked), so a ``kill -9`` of the stage or the
+OOM killer taking it leaves no worker computing. The detectors reach a worker pickled (a plugin's module is
+imported there, which registers it); the knobs as a dict, validated again there against the same registry.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.annotate.detectors import Detector, flag_options
+from pipeline.annotate.flag_runner import FlagCounts, run_detectors
+from pipeline.errors import PassbandError
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+IN_FLIGHT_PER_WORKER = 2  # batches queued per worker: one running, one ready, so no worker waits on the parent
+
+_WORKER: dict[str, Any] = {}
+
+
+class DetectorPoolError(PassbandError):
+    """A detector worker died (the OOM killer, a segfault): the stage stops with one line."""
+
+
+def _die_with(parent_pid: int) -> None:
+    """SIGKILL this worker when the stage process exits (Linux; elsewhere it ends when its pipe closes)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent_pid:  # the stage died before the prctl: its signal will never come
+        os._exit(1)
+
+
+def _init(parent_pid: int, detectors: list[Detector], options: dict[str, Any]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the stage, which shuts the pool down
+    _die_with(parent_pid)
+    _WORKER["detectors"] = detectors
+    _WORKER["opts"] = flag_options(options, where="annotate.options")
+
+
+def _run(batch: pa.RecordBatch) -> tuple[list[pa.RecordBatch], FlagCounts, int]:
+    counts = FlagCounts({}, {})
+    hits = list(run_detectors(iter([batch]), _WORKER["detectors"], _WORKER["opts"], counts=counts))
+    return hits, counts, batch.num_rows
+
+
+def _merge(into: FlagCounts, part: FlagCounts) -> None:
+    for mine, theirs in ((into.candidates, part.candidates), (into.fired, part.fired), (into.errors, part.errors)):
+        for k, v in theirs.items():
+            mine[k] = mine.get(k, 0) + v
+
+
+def pooled_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detector], opts: Any, *, workers: int,
+                     counts: FlagCounts | None = None,
+                     on_batch: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """:func:`~pipeline.annotate.flag_runner.run_detectors` over ``workers`` processes (1: in this process)."""
+    if workers <= 1:
+        yield from run_detectors(batches, detectors, opts, counts=counts, on_batch=on_batch)
+        return
+    ex = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init,
+                             initargs=(os.getpid(), list(detectors), opts.model_dump()))
+    pending: deque[Future] = deque()
+
+    def done(future: Future) -> list[pa.RecordBatch]:
+        try:
+            hits, part, n = future.result()
+        except BrokenProcessPool as exc:
+            raise DetectorPoolError(f"annotate: a detector worker died ({exc}); annotate.workers: 1 runs the "
+                                    "detectors in the stage's own process") from None
+        if counts is not None:
+            _merge(counts, part)
+        if on_batch:
+            on_batch(n)
+        return hits
+
+    try:
+        for batch in batches:
+            pending.append(ex.submit(_run, batch))
+            if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
+                yield from done(pending.popleft())
+        while pending:
+            yield from done(pending.popleft())
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)

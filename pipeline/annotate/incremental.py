@@ -1,0 +1,145 @@
+"""Incremental annotate: keep the flags of the groups and detectors whose inputs did not change.
+
+What decides a flag row is its group (problem x policy of the table set): the selected verdicts' status, extracted
+answer and thinking columns, the rollouts' text (its MD5), tokens and finish reason, the selection's n, budget, stop
+reason and prior, the problem's question, solution and answer, and the verifier_id. Every detector column of a
+candidate row (``samples``: the group's counts, steps, the median steps of its correct samples) is a function of
+those, so a group whose fingerprint of them is the same would get the same rows again. What decides a detector's
+rows is its code and knobs: a detector's fingerprint hashes the source of its module, the shared code every
+detector runs through (the runner, the arithmetic and number parsers, the grader), its SQL, its knobs' values and
+the DuckDB and math-verify versions. A flag row is kept when its group's and its detector's fingerprints are
+both the ones stored with the flags file; everything else is recomputed. The difficulty table is not kept: it is
+one SQL pass over the groups and the flags (gold suspicion pools a problem's policies; the plots and metrics read
+the whole table), cheap next to the detectors, so it is rebuilt every run from the same flags.
+
+The fingerprints live in ``<flags folder>/fingerprints/part-0.parquet`` (DVC caches it with the flags), with the
+SHA-256 of the flags file they describe in its footer: a flags file written after them (a run killed between
+the two writes, a checkout of the flags alone) does not match, and the run recomputes everything. Never mtimes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import inspect
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.annotate.detectors import Detector
+from pipeline.io import atomic_path
+from pipeline.sqltext import sql_literal
+
+STATE_DIR = "fingerprints"
+STATE_FILE = "part-0.parquet"
+_META = b"passband.annotate.state"
+_SCHEMA = pa.schema([pa.field("problem_id", pa.string()), pa.field("policy_id", pa.string()),
+                     pa.field("fingerprint", pa.string())])
+# the code every detector's rows go through besides its own module (a change to any: every detector reruns)
+SHARED_MODULES = ("pipeline.annotate.flag_runner", "pipeline.annotate.detectors", "pipeline.annotate.hit",
+                  "pipeline.annotate.unsupported", "pipeline.arith", "pipeline.numbers", "pipeline.thinking",
+                  "pipeline.verify.grader", "pipeline.annotate.incremental")
+LIBRARIES = ("duckdb", "math-verify")
+
+
+def _source(module: str) -> bytes:
+    mod = sys.modules.get(module) or __import__(module, fromlist=["_"])
+    try:
+        return inspect.getsource(mod).encode()
+    except (OSError, TypeError):  # no source (a frozen or compiled module): its name and version stand in
+        return f"{module}:{getattr(mod, '__version__', '')}".encode()
+
+
+def detector_fingerprints(detectors: Sequence[Detector], opts: Any) -> dict[str, str]:
+    """Per detector: the SHA-256 of everything besides the group that decides its rows."""
+    shared = hashlib.sha256()
+    for m in SHARED_MODULES:
+        shared.update(_source(m))
+    for lib in LIBRARIES:
+        shared.update(f"{lib}=={importlib.metadata.version(lib)}".encode())
+    knobs = opts.model_dump(mode="json")
+    out = {}
+    for d in detectors:
+        h = shared.copy()
+        h.update(_source(d.detect.__module__))
+        own = {k: knobs.get(k) for k in d.Options.model_fields}
+        h.update(json.dumps([d.name, d.kind, d.where, d.scan, d.side, d.score_sql, d.evidence_sql, own],
+                            sort_keys=True, default=str).encode())
+        out[d.name] = h.hexdigest()
+    return out
+
+
+def group_fingerprints(con: duckdb.DuckDBPyConnection, *, verifier_id: str) -> None:
+    """``_fp`` (problem_id, policy_id, fingerprint): each group's inputs (the module's doc), from ``_v``."""
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _fp AS
+        SELECT v.problem_id, v.policy_id,
+               md5(to_json({{'vid': {sql_literal(verifier_id)}, 'n': count(*), 'budget': any_value(v.budget),
+                    'stop': any_value(v.stop_reason), 'prior': any_value(v.prior_policy_id),
+                    'q': any_value(p.question), 'sol': any_value(p.solution), 'gold': any_value(p.answer),
+                    's': list({{'i': v.sample_idx, 'st': v.status, 'x': v.extracted, 'tc': v.thinking_chars,
+                               'tk': v.thinking_closed, 'h': md5(r.completion), 't': r.n_tokens,
+                               'f': r.finish_reason}} ORDER BY v.sample_idx)}})) AS fingerprint
+        FROM _v v JOIN rollouts r USING (problem_id, policy_id, sample_idx) JOIN problems p USING (problem_id)
+        GROUP BY v.problem_id, v.policy_id""")
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_previous(con: duckdb.DuckDBPyConnection, flags_file: Path, detectors: dict[str, str]) -> list[str] | None:
+    """Register ``_reuse`` (the groups whose fingerprint is unchanged) and ``_old_flags``; return the detectors
+    whose fingerprint changed (their rows are recomputed everywhere). None: nothing to reuse."""
+    state = flags_file.parent / STATE_DIR / STATE_FILE
+    if not (state.is_file() and flags_file.is_file()):
+        return None
+    try:
+        meta = json.loads((pq.read_schema(state).metadata or {})[_META])
+        stored = pq.read_table(state, schema=_SCHEMA)
+    except (KeyError, ValueError, pa.ArrowException, OSError):  # not a state file this version wrote: start over
+        return None
+    if meta.get("flags_sha256") != file_digest(flags_file):
+        return None
+    con.register("_stored_fp", stored)
+    con.execute("CREATE OR REPLACE TEMP TABLE _reuse AS SELECT problem_id, policy_id FROM _fp JOIN _stored_fp "
+                "USING (problem_id, policy_id, fingerprint)")
+    con.unregister("_stored_fp")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _old_flags AS SELECT * FROM read_parquet({sql_literal(str(flags_file))})")
+    old = meta.get("detectors", {})
+    return [name for name, fp in detectors.items() if old.get(name) != fp]
+
+
+# the detector a flag row belongs to: a detector_error row names it before ": error:" (flag_runner.error_hit)
+DETECTOR_OF_SQL = "CASE WHEN flag = 'detector_error' THEN split_part(evidence, ': error:', 1) ELSE flag END"
+
+
+def kept_hits_sql(detectors: Sequence[str], changed: Sequence[str]) -> str:
+    """The stored flag rows still valid (HITS_SCHEMA columns): of a reused group, by an unchanged detector still run."""
+    keep = [d for d in detectors if d not in changed]
+    names = ", ".join(sql_literal(d) for d in keep) or "NULL"
+    return f"""SELECT f.problem_id, f.policy_id, f.sample_idx, f.flag, f.score, f.evidence, v.status = 'correct' AS correct
+        FROM _old_flags f SEMI JOIN _reuse USING (problem_id, policy_id)
+        JOIN _v v USING (problem_id, policy_id, sample_idx)
+        WHERE ({DETECTOR_OF_SQL}) IN ({names})"""
+
+
+def write_state(con: duckdb.DuckDBPyConnection, flags_file: Path, detectors: dict[str, str]) -> Path:
+    """The groups' and detectors' fingerprints beside ``flags_file``, after it is in place (atomic)."""
+    state = flags_file.parent / STATE_DIR / STATE_FILE
+    state.parent.mkdir(parents=True, exist_ok=True)
+    table = con.sql("SELECT problem_id, policy_id, fingerprint FROM _fp ORDER BY ALL").to_arrow_table().cast(_SCHEMA)
+    meta = {"flags_sha256": file_digest(flags_file), "detectors": detectors}
+    table = table.replace_schema_metadata({_META: json.dumps(meta).encode()})
+    with atomic_path(state) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    return state
