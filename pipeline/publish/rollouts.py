@@ -76,16 +76,18 @@ _ITEMS = pa.schema([(n, pa.string()) for n in ("split", "problem_id", "problem",
 
 # One row per counted sample of a published item, without its text: where the text is (shard file and row), its
 # size, its place in the config (``pos``: sorted so a row of the config is a run of consecutive samples) and the
-# bucket its text is gathered in (consecutive positions, about BUCKET_BYTES of text each). Only keys and a few
-# short columns are sorted: the completions never pass through DuckDB's sort.
+# bucket its text is gathered in (consecutive positions, about BUCKET_BYTES of text each). DuckDB reads keys and a
+# few short columns only (the sizes come from pyarrow, _publish_sizes): the completions never pass through it.
 SAMPLES_SQL = """
 CREATE TEMP TABLE _samples AS
 WITH f AS (
     SELECT problem_id, policy_id, sample_idx, list(flag ORDER BY flag) AS flags FROM flags GROUP BY ALL
 ), r AS (
-    SELECT problem_id, policy_id, sample_idx, finish_reason, n_tokens, strlen(completion) AS size,
-           filename AS file, file_row_number AS file_row
-    FROM read_parquet({files}, filename = true, file_row_number = true)
+    SELECT k.problem_id, k.policy_id, k.sample_idx, k.finish_reason, k.n_tokens, z.size, k.filename AS file,
+           k.file_row_number AS file_row
+    FROM read_parquet({files}, filename = true, file_row_number = true) k
+    JOIN _publish_files p ON p.file = k.filename
+    JOIN _publish_sizes z ON z.file_idx = p.file_idx AND z.file_row = k.file_row_number
 ), s AS (
     SELECT row_number() OVER (ORDER BY i.split_order, i.split, i.problem_id, i.policy, i.policy_id, r.sample_idx) - 1
                AS pos,
@@ -217,6 +219,21 @@ def rollout_files(params: Params, *, root: Path) -> list[str]:
     return [str(p) for d in table_dirs(params)["rollouts"] for p in shard_paths(Path(root).resolve() / d)]
 
 
+def _sizes(files: list[str]) -> pa.Table:
+    """Every rollout's completion size in bytes, by (file index, row): read one row group's text at a time."""
+    parts = []
+    for i, file in enumerate(files):
+        pf = pq.ParquetFile(file)
+        start = 0
+        for rg in range(pf.num_row_groups):
+            size = pc.binary_length(pf.read_row_group(rg, columns=["completion"]).column(0)).cast(pa.int64())
+            n = len(size)
+            parts.append(pa.table({"file_idx": pa.array(np.full(n, i, dtype=np.int32)),
+                                   "file_row": pa.array(np.arange(start, start + n, dtype=np.int64)), "size": size}))
+            start += n
+    return pa.concat_tables(parts).combine_chunks()
+
+
 def _scatter(con: duckdb.DuckDBPyConnection, spill: Path) -> None:
     """Read every needed completion once, shard by shard and row group by row group (the completion column only),
     and append it with its position to its bucket's file under ``spill``: memory holds one row group."""
@@ -296,6 +313,8 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str],
         return summary
     items_table = items(dataset)
     con.register("_publish_items", items_table)
+    con.register("_publish_files", pa.table({"file_idx": pa.array(range(len(files)), pa.int32()), "file": files}))
+    con.register("_publish_sizes", _sizes(files))
     con.execute(SAMPLES_SQL.format(files=sql_list(files)), {"max": max_per_item, "bucket": BUCKET_BYTES})
     spill = Path(tempfile.mkdtemp(dir=temp_dir, prefix="buckets-"))
     writers: dict[str, _SplitWriter] = {}
