@@ -44,7 +44,8 @@ MEMORY_LIMIT_MB = 512  # DuckDB's limit for the join and sort; it spills to the 
 SHARD_BYTES = 256 << 20  # a shard also stops at this much completion text (the Hub's viewer wants shards < ~500 MB)
 ROW_GROUP = 256  # rows per Parquet row group, fixed so the files do not depend on DuckDB's batch sizes
 BATCH = 4096  # rows fetched from DuckDB at a time
-BUCKET_BYTES = 64 << 20  # completion text gathered per bucket: what the config's rows are built from at a time
+BUCKET_BYTES = 16 << 20  # completion text gathered per bucket: what the config's rows are built from at a time
+MAX_BUCKETS = 512  # bucket files open at once while gathering (a job past 8 GB of text gets bigger buckets)
 
 # (name, type, nullable, description): the card's column table is read from here
 COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
@@ -231,7 +232,8 @@ def _sizes(files: list[str]) -> pa.Table:
             parts.append(pa.table({"file_idx": pa.array(np.full(n, i, dtype=np.int32)),
                                    "file_row": pa.array(np.arange(start, start + n, dtype=np.int64)), "size": size}))
             start += n
-    return pa.concat_tables(parts).combine_chunks()
+    schema = pa.schema([("file_idx", pa.int32()), ("file_row", pa.int64()), ("size", pa.int64())])
+    return pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
 
 
 def _scatter(con: duckdb.DuckDBPyConnection, spill: Path) -> None:
@@ -314,8 +316,10 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str],
     items_table = items(dataset)
     con.register("_publish_items", items_table)
     con.register("_publish_files", pa.table({"file_idx": pa.array(range(len(files)), pa.int32()), "file": files}))
-    con.register("_publish_sizes", _sizes(files))
-    con.execute(SAMPLES_SQL.format(files=sql_list(files)), {"max": max_per_item, "bucket": BUCKET_BYTES})
+    sizes = _sizes(files)
+    con.register("_publish_sizes", sizes)
+    bucket = max(BUCKET_BYTES, -(-(pc.sum(sizes["size"]).as_py() or 0) // MAX_BUCKETS))
+    con.execute(SAMPLES_SQL.format(files=sql_list(files)), {"max": max_per_item, "bucket": bucket})
     spill = Path(tempfile.mkdtemp(dir=temp_dir, prefix="buckets-"))
     writers: dict[str, _SplitWriter] = {}
     paths: list[Path] = []
