@@ -13,10 +13,12 @@ The columns OpenR1-Math-220k also has (``problem``, ``solution``, ``answer``, ``
 ``generations``, ``correctness_math_verify``, ``correctness_count``, ``finish_reasons``) have its
 names, types and meaning, so code written for it selects correct generations here too.
 
-Built streaming, never the whole rollouts table in memory: DuckDB joins every set's rollouts, verdicts
-(of the verifier the item's difficulty row names) and flags per sample, sorted by (split, item,
-policy, sample) under a memory limit (it spills past it); the sorted batches are grouped into rows
-here, one group at a time, and written shard by shard.
+Built streaming, never the whole rollouts table in memory, nor its text in DuckDB: DuckDB joins every set's
+rollout keys to their verdicts (of the verifier the item's difficulty row names) and flags and sorts them by
+(split, item, policy, sample) under a memory limit (it spills past it); the completions' sizes are read with
+pyarrow, each sample is given its place in the config and a bucket of consecutive places (:data:`BUCKET_BYTES`
+of text), one pass over the shards copies each completion into its bucket's file in a spill folder, and the
+rows are built reading back one bucket at a time, grouped into rows and written shard by shard.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset, 
 from pipeline.sqltext import sql_list
 
 CONFIG = "rollouts"
-MEMORY_LIMIT_MB = 512  # DuckDB's limit for the join and sort; it spills to the staging folder's side past it
+MEMORY_LIMIT_MB = 512  # DuckDB's limit for the keys' join and sort; it spills to the spill folder past it
 SHARD_BYTES = 256 << 20  # a shard also stops at this much completion text (the Hub's viewer wants shards < ~500 MB)
 ROW_GROUP = 256  # rows per Parquet row group, fixed so the files do not depend on DuckDB's batch sizes
 BATCH = 4096  # rows fetched from DuckDB at a time
