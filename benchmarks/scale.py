@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/scale.py --sizes 600 3000 15000 --k 16      # docs/scale.md's figures
     .venv/bin/python benchmarks/scale.py --sizes 40 --k 4                   # a quick look
     .venv/bin/python benchmarks/scale.py --sizes 600 3000 --resume-grow 3000   # + the kill -9 and +5 % checks
+    .venv/bin/python benchmarks/scale.py --sizes 300 1200 --rerun publish catalog  # again on jobs --keep left
 
 For each size N it builds a job under ``benchmarks/out/scale/N/``: N constructed word problems (a GSM8K-format
 JSONL the ``gsm8k`` source reads, golds known), a policy served by ``benchmarks/replay_server.py`` (its own
@@ -365,6 +366,26 @@ def run_size(n: int, args) -> dict:
     return res
 
 
+def rerun_size(n: int, args) -> dict:
+    """Only ``args.rerun``'s stages (catalog, publish) again on the kept job of size ``n``, with the same limit."""
+    job = OUT / str(n)
+    if not (job / "data" / "rollouts").is_dir():
+        raise SystemExit(f"{job} holds no kept job: build it first with --sizes {n} --keep")
+    res: dict = {"problems": n, "k": args.k, "rollouts": _rows(job / "data" / "rollouts"), "stages": {}}
+    raw = helper("--raw-read", str(job), cwd=job)
+    for name in args.rerun:
+        print(f"[{n}] {name} ...", flush=True)
+        try:
+            res["stages"][name] = s = stage(name, job)
+        except RuntimeError as exc:
+            res.setdefault("failed", {})[name] = str(exc).strip().splitlines()[-1]
+            print(f"[{n}] {name} FAILED: {res['failed'][name]}", flush=True)
+            continue
+        s["limit"], s["ratio"] = raw, s["wall_s"] / raw["proc_wall_s"]
+        s["bytes"] = sum(dir_bytes(job / "data" / w) for w in WRITES.get(name, []))
+    return res
+
+
 def _rows(directory: Path) -> int:
     import pyarrow.parquet as pq
 
@@ -564,6 +585,8 @@ def main() -> int:
                    help="kept jobs (--keep) whose verified tables annotate is measured on (1 vs --annotate-workers "
                         "workers, +5 %% incremental); nothing else runs")
     p.add_argument("--annotate-workers", type=int, default=2)
+    p.add_argument("--rerun", nargs="+", choices=["catalog", "publish"], default=None,
+                   help="only these stages again, on the jobs --keep left at --sizes (no build)")
     args = p.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.annotate_job:
@@ -574,13 +597,14 @@ def main() -> int:
     checks = args.resume_grow
     for n in args.sizes:
         args.check = checks is not None and (not checks or n in checks)
-        r = run_size(n, args)
+        r = rerun_size(n, args) if args.rerun else run_size(n, args)
         for s in r["stages"].values():
             s.pop("output", None)
         results.append(r)
         args.json_out.write_text(json.dumps(results, indent=2) + "\n")
         print(table([r]), flush=True)
-        print(f"[{n}] rollouts disk / text zstd = {r['rollouts_disk_vs_text_zstd']:.3f}", flush=True)
+        if "rollouts_disk_vs_text_zstd" in r:
+            print(f"[{n}] rollouts disk / text zstd = {r['rollouts_disk_vs_text_zstd']:.3f}", flush=True)
     print(table(results))
     return 0
 

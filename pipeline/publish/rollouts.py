@@ -13,31 +13,41 @@ The columns OpenR1-Math-220k also has (``problem``, ``solution``, ``answer``, ``
 ``generations``, ``correctness_math_verify``, ``correctness_count``, ``finish_reasons``) have its
 names, types and meaning, so code written for it selects correct generations here too.
 
-Built streaming, never the whole rollouts table in memory: DuckDB joins every set's rollouts, verdicts
-(of the verifier the item's difficulty row names) and flags per sample, sorted by (split, item,
-policy, sample) under a memory limit (it spills past it); the sorted batches are grouped into rows
-here, one group at a time, and written shard by shard.
+Built streaming, never the whole rollouts table in memory, nor its text in DuckDB: DuckDB joins every set's
+rollout keys to their verdicts (of the verifier the item's difficulty row names) and flags and sorts them by
+(split, item, policy, sample) under a memory limit (it spills past it); the completions' sizes are read with
+pyarrow, each sample is given its place in the config and a bucket of consecutive places (:data:`BUCKET_BYTES`
+of text), one pass over the shards copies each completion into its bucket's file in a spill folder, and the
+rows are built reading back one bucket at a time, grouped into rows and written shard by shard.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.catalog import open_views
+from pipeline.catalog import open_views, table_dirs
 from pipeline.config import Params
-from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
+from pipeline.io import shard_paths
+from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset, PublishError
+from pipeline.sqltext import sql_list
 
 CONFIG = "rollouts"
-MEMORY_LIMIT_MB = 512  # DuckDB's limit for the join and sort; it spills to the staging folder's side past it
+MEMORY_LIMIT_MB = 512  # DuckDB's limit for the keys' join and sort; it spills to the spill folder past it
 SHARD_BYTES = 256 << 20  # a shard also stops at this much completion text (the Hub's viewer wants shards < ~500 MB)
 ROW_GROUP = 256  # rows per Parquet row group, fixed so the files do not depend on DuckDB's batch sizes
 BATCH = 4096  # rows fetched from DuckDB at a time
+BUCKET_BYTES = 16 << 20  # completion text gathered per bucket: what the config's rows are built from at a time
+MAX_BUCKETS = 512  # bucket files open at once while gathering (a job past 8 GB of text gets bigger buckets)
 
 # (name, type, nullable, description): the card's column table is read from here
 COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
@@ -65,23 +75,38 @@ SCHEMA = pa.schema([pa.field(n, t, nullable=nl) for n, t, nl, _ in COLUMNS])
 
 _ITEMS = pa.schema([(n, pa.string()) for n in ("split", "problem_id", "problem", "answer", "solution", "source", "policy",
                                                "policy_id", "verifier_id", "band")]
-                   + [("pass_rate", pa.float64()), ("n", pa.int64()), ("split_order", pa.int64())])
+                   + [("pass_rate", pa.float64()), ("n", pa.int64()), ("split_order", pa.int64()), ("item", pa.int64())])
 
-# One row per counted sample of a published item, sorted so a row of the config is a run of consecutive rows.
+# One row per counted sample of a published item, without its text: where the text is (shard file and row), its
+# size, its place in the config (``pos``: sorted so a row of the config is a run of consecutive samples) and the
+# bucket its text is gathered in (consecutive positions, about BUCKET_BYTES of text each). DuckDB reads keys and a
+# few short columns only (the sizes come from pyarrow, _publish_sizes): the completions never pass through it.
 SAMPLES_SQL = """
+CREATE TEMP TABLE _samples AS
 WITH f AS (
     SELECT problem_id, policy_id, sample_idx, list(flag ORDER BY flag) AS flags FROM flags GROUP BY ALL
+), r AS (
+    SELECT k.problem_id, k.policy_id, k.sample_idx, k.finish_reason, k.n_tokens, z.size, k.filename AS file,
+           k.file_row_number AS file_row
+    FROM read_parquet({files}, filename = true, file_row_number = true) k
+    JOIN _publish_files p ON p.file = k.filename
+    JOIN _publish_sizes z ON z.file_idx = p.file_idx AND z.file_row = k.file_row_number
+), s AS (
+    SELECT row_number() OVER (ORDER BY i.split_order, i.split, i.problem_id, i.policy, i.policy_id, r.sample_idx) - 1
+               AS pos,
+           i.item, r.sample_idx, r.file, r.file_row, r.size, r.finish_reason, r.n_tokens, v.status, v.extracted,
+           coalesce(f.flags, []::VARCHAR[]) AS flags
+    FROM _publish_items i
+    JOIN r ON r.problem_id = i.problem_id AND r.policy_id = i.policy_id AND r.sample_idx < least(i.n, $max)
+    LEFT JOIN verdicts v ON v.problem_id = r.problem_id AND v.policy_id = r.policy_id AND v.sample_idx = r.sample_idx
+                        AND v.verifier_id = i.verifier_id
+    LEFT JOIN f ON f.problem_id = r.problem_id AND f.policy_id = r.policy_id AND f.sample_idx = r.sample_idx
 )
-SELECT i.split, i.problem_id, i.problem, i.answer, i.solution, i.source, i.policy, i.policy_id, i.verifier_id,
-       i.pass_rate, i.band, i.n AS n_rollouts,
-       r.completion, r.finish_reason, r.n_tokens, v.status, v.extracted, coalesce(f.flags, []::VARCHAR[]) AS flags
-FROM _publish_items i
-JOIN rollouts r ON r.problem_id = i.problem_id AND r.policy_id = i.policy_id AND r.sample_idx < least(i.n, $max)
-LEFT JOIN verdicts v ON v.problem_id = r.problem_id AND v.policy_id = r.policy_id AND v.sample_idx = r.sample_idx
-                    AND v.verifier_id = i.verifier_id
-LEFT JOIN f ON f.problem_id = r.problem_id AND f.policy_id = r.policy_id AND f.sample_idx = r.sample_idx
-ORDER BY i.split_order, i.split, i.problem_id, i.policy, i.policy_id, r.sample_idx
+SELECT *, (coalesce(sum(size) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) // $bucket)::BIGINT
+          AS bucket
+FROM s
 """
+_TEXT = pa.schema([("pos", pa.int64()), ("completion", pa.string())])
 
 
 @dataclass
@@ -122,6 +147,7 @@ def items(dataset: Dataset) -> pa.Table:
                                  ("verifier_id", d["verifier_id"]), ("band", d["band"]), ("pass_rate", d["pass_rate"]),
                                  ("n", d["n"]), ("split_order", 0 if split == "train" else 1)):
                         out[k].append(v)
+    out["item"] = list(range(len(out["split"])))
     return pa.table(out, schema=_ITEMS)
 
 
@@ -191,15 +217,116 @@ def _row(group: list[dict]) -> dict:
     }
 
 
-def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, staging: Path, max_per_item: int,
-          shard_rows: int) -> RolloutsSummary:
-    """Write ``data/rollouts/<split>-*.parquet`` under ``staging`` from ``con``'s ``rollouts``, ``verdicts`` and
-    ``flags`` views; a split without rows gets no file (and the config is declared only if some split has rows)."""
-    summary = RolloutsSummary(max_per_item=max_per_item)
-    con.register("_publish_items", items(dataset))
-    writers: dict[str, _SplitWriter] = {}
+def rollout_files(params: Params, *, root: Path) -> list[str]:
+    """Every set's rollouts shards (the files the catalog's ``rollouts`` view reads), absolute."""
+    return [str(p) for d in table_dirs(params)["rollouts"] for p in shard_paths(Path(root).resolve() / d)]
+
+
+def _sizes(files: list[str]) -> pa.Table:
+    """Every rollout's completion size in bytes, by (file index, row): read one row group's text at a time."""
+    parts = []
+    for i, file in enumerate(files):
+        pf = pq.ParquetFile(file)
+        start = 0
+        for rg in range(pf.num_row_groups):
+            size = pc.binary_length(pf.read_row_group(rg, columns=["completion"]).column(0)).cast(pa.int64())
+            n = len(size)
+            parts.append(pa.table({"file_idx": pa.array(np.full(n, i, dtype=np.int32)),
+                                   "file_row": pa.array(np.arange(start, start + n, dtype=np.int64)), "size": size}))
+            start += n
+    schema = pa.schema([("file_idx", pa.int32()), ("file_row", pa.int64()), ("size", pa.int64())])
+    return pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
+
+
+def _scatter(con: duckdb.DuckDBPyConnection, spill: Path) -> None:
+    """Read every needed completion once, shard by shard and row group by row group (the completion column only),
+    and append it with its position to its bucket's file under ``spill``: memory holds one row group."""
+    writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+
+    def gather(file: str, rows: np.ndarray, pos: np.ndarray, bucket: np.ndarray) -> None:
+        pf = pq.ParquetFile(file)
+        start = 0
+        for rg in range(pf.num_row_groups):
+            n = pf.metadata.row_group(rg).num_rows
+            here = (rows >= start) & (rows < start + n)
+            if here.any():
+                text = pf.read_row_group(rg, columns=["completion"]).column(0).combine_chunks()
+                taken = text.take(pa.array(rows[here] - start))
+                for b in np.unique(bucket[here]):
+                    sel = bucket[here] == b
+                    if b not in writers:
+                        writers[b] = pa.ipc.new_file(spill / f"bucket-{b:08d}.arrow", _TEXT)
+                    writers[b].write_batch(pa.record_batch([pa.array(pos[here][sel]), taken.filter(pa.array(sel))],
+                                                           schema=_TEXT))
+            start += n
+
     try:
-        reader = con.sql(SAMPLES_SQL, params={"max": max_per_item}).to_arrow_reader(BATCH)
+        reader = con.sql("SELECT file, file_row, pos, bucket FROM _samples ORDER BY file, file_row, pos"
+                         ).to_arrow_reader(BATCH)
+        pending: list[pa.RecordBatch] = []  # one file's requests (at most its rows, and their duplicates)
+
+        def flush() -> None:
+            t = pa.Table.from_batches(pending)
+            gather(t["file"][0].as_py(), *(t[c].to_numpy() for c in ("file_row", "pos", "bucket")))
+            pending.clear()
+
+        for batch in reader:
+            files = batch.column("file")
+            for value in pc.unique(files).to_pylist():  # in order: the batch is sorted by file
+                part = batch.filter(pc.equal(files, value))
+                if pending and pending[0]["file"][0].as_py() != value:
+                    flush()
+                pending.append(part)
+        if pending:
+            flush()
+    finally:
+        for w in writers.values():
+            w.close()
+
+
+def _samples(con: duckdb.DuckDBPyConnection, items_table: pa.Table, spill: Path):
+    """Every counted sample, in the config's order, with its item's columns and its completion: the keys from
+    ``_samples`` in order, the text from one bucket file at a time (a bucket's text, never the job's, in memory)."""
+    item_rows = [{**r, "n_rollouts": r.pop("n")} for r in items_table.drop_columns(["split_order", "item"]).to_pylist()]
+    reader = con.sql("SELECT pos, item, sample_idx, finish_reason, n_tokens, status, extracted, flags, bucket "
+                     "FROM _samples ORDER BY pos").to_arrow_reader(BATCH)
+    loaded, texts, first = None, [], 0
+    for batch in reader:
+        for s in batch.to_pylist():
+            if s["bucket"] != loaded:
+                path = spill / f"bucket-{s['bucket']:08d}.arrow"
+                with pa.memory_map(str(path)) as source:
+                    t = pa.ipc.open_file(source).read_all().sort_by("pos")
+                texts, first, loaded = t["completion"].to_pylist(), t["pos"][0].as_py(), s["bucket"]
+                if t["pos"][-1].as_py() - first + 1 != len(texts):  # every position once: a bucket is a run
+                    raise PublishError(f"publish: bucket {path.name} does not hold one run of positions")
+                del t
+                path.unlink()
+            yield {**item_rows[s["item"]], "completion": texts[s["pos"] - first], "finish_reason": s["finish_reason"],
+                   "n_tokens": s["n_tokens"], "status": s["status"], "extracted": s["extracted"], "flags": s["flags"]}
+
+
+def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str], staging: Path, temp_dir: Path,
+          max_per_item: int, shard_rows: int) -> RolloutsSummary:
+    """Write ``data/rollouts/<split>-*.parquet`` under ``staging`` from the rollouts shards ``files`` and ``con``'s
+    ``verdicts`` and ``flags`` views; a split without rows gets no file (and the config is declared only if some split
+    has rows). The samples' keys are sorted in DuckDB; their text is gathered into position-ordered buckets under
+    ``temp_dir`` by one pass over the shards, then read back one bucket at a time."""
+    summary = RolloutsSummary(max_per_item=max_per_item)
+    if not files:
+        return summary
+    items_table = items(dataset)
+    con.register("_publish_items", items_table)
+    con.register("_publish_files", pa.table({"file_idx": pa.array(range(len(files)), pa.int32()), "file": files}))
+    sizes = _sizes(files)
+    con.register("_publish_sizes", sizes)
+    bucket = max(BUCKET_BYTES, -(-(pc.sum(sizes["size"]).as_py() or 0) // MAX_BUCKETS))
+    con.execute(SAMPLES_SQL.format(files=sql_list(files)), {"max": max_per_item, "bucket": bucket})
+    spill = Path(tempfile.mkdtemp(dir=temp_dir, prefix="buckets-"))
+    writers: dict[str, _SplitWriter] = {}
+    paths: list[Path] = []
+    try:
+        _scatter(con, spill)
         group: list[dict] = []
 
         def emit() -> None:
@@ -215,17 +342,17 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, staging: Path, ma
                                                                              strict=True))
             summary.truncated_rows += row["n_rollouts"] > len(row["generations"])
 
-        for batch in reader:
-            for s in batch.to_pylist():
-                if group and (s["problem_id"], s["policy_id"], s["split"]) != (
-                        group[0]["problem_id"], group[0]["policy_id"], group[0]["split"]):
-                    emit()
-                    group = []
-                group.append(s)
+        for s in _samples(con, items_table, spill):
+            if group and (s["problem_id"], s["policy_id"], s["split"]) != (
+                    group[0]["problem_id"], group[0]["policy_id"], group[0]["split"]):
+                emit()
+                group = []
+            group.append(s)
         if group:
             emit()
     finally:  # the connection is the caller's to close (it holds the items registered above)
         paths = [p for w in writers.values() for p in w.close()]
+        shutil.rmtree(spill, ignore_errors=True)
     for split in writers:
         summary.files[split] = f"data/{CONFIG}/{split}-*.parquet"
     summary.written = sorted(p.relative_to(staging).as_posix() for p in paths)

@@ -11,6 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
@@ -18,6 +19,7 @@ import yaml
 from pipeline import __version__
 from pipeline.bands import LEARNABLE
 from pipeline.config import ConfigError, Params
+from pipeline.errors import explain
 from pipeline.ingest.presets import get_preset
 from pipeline.io import follow_umask, path_in, read_plain_file, read_table, swap_dirs
 from pipeline.keys import canonical_json
@@ -342,14 +344,23 @@ def _items_per_source(dataset: Dataset) -> dict[str, int]:
 
 
 def _write_rollouts(params: Params, dataset: Dataset, *, root: Path, staging: Path) -> ro.RolloutsSummary:
-    """The rollouts config, streamed from every set's rollouts, verdicts and flags into ``staging``."""
+    """The rollouts config, streamed from every set's rollouts, verdicts and flags into ``staging``; a failure of
+    DuckDB or of a shard's read (memory, a damaged file) is one line naming it."""
     with tempfile.TemporaryDirectory(prefix="passband-publish-spill-") as spill:
-        con = ro.open_tables(params, root=root, temp_dir=Path(spill))
         try:
-            return ro.write(con, dataset, staging=staging, max_per_item=params.publish.max_rollouts_per_item,
-                            shard_rows=params.publish.shard_rows)
-        finally:
-            con.close()
+            con = ro.open_tables(params, root=root, temp_dir=Path(spill))
+            try:
+                return ro.write(con, dataset, files=ro.rollout_files(params, root=root), staging=staging,
+                                temp_dir=Path(spill), max_per_item=params.publish.max_rollouts_per_item,
+                                shard_rows=params.publish.shard_rows)
+            finally:
+                con.close()
+        except (duckdb.Error, pa.ArrowException) as exc:
+            if isinstance(exc, OSError) and explain(exc) is not None:
+                raise  # a full disk: the CLI's own line for it
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise PublishError(f"publish: building the rollouts config failed ({type(exc).__name__}: {first}); "
+                               "publish.rollouts: false builds the folder without it") from exc
 
 
 def _swap_in(staging: Path, target: Path) -> None:
