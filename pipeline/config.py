@@ -342,7 +342,7 @@ class VerifyConfig(Model):
     max_answer_chars: int = Field(200, gt=0, description="an extracted answer longer than this is no_answer")
     options: dict[str, Any] = Field(default_factory=dict, description="math-verify options (part of verifier_id)")
     extractors: list[Name] = Field(default_factory=lambda: ["boxed", "gsm8k", "answer_is", "is_the_answer"], min_length=1,
-                                  description="answer extractors, tried in order (pipeline/verify/extract.py)")
+                                  description="answer extractors, tried in order (pipeline/verify/extractors)")
     raise_on_error: bool = Field(False, description="stop the stage on an `error` verdict instead of recording it")
     thinking: Literal["auto", "tags", "off"] = Field(
         "auto", description="where the answer is read in a reasoning model's completion, for policies without a "

@@ -2,11 +2,10 @@
 
 :mod:`pipeline.config` sits below the stages, so it checks only the names it owns (policies, sources, bands). The
 names that live in the plugin registries (:mod:`pipeline.plugins`): engines and their options, source kinds and
-presets, prompt templates, extractors, flag detectors and their knobs, are checked here, above the stages, with the
-same one-line message, when the params are loaded: before any stage starts work, and after the plugins params.yaml
-lists are loaded (so their names count). Reformulation methods are checked by the reformulate stage before it starts
-(the same message): importing that package here would make every stage's DVC deps include it. ``passband``'s
-subcommands load their params through :func:`load_params` (:func:`pipeline.cli_options.with_params`).
+presets, prompt templates, extractors, flag detectors and their knobs, reformulation methods and their options, are
+checked here, above the stages, with the same one-line message, when the params are loaded: before any stage starts
+work, and after the plugins params.yaml lists are loaded (so their names count). ``passband``'s subcommands load
+their params through :func:`load_params` (:func:`pipeline.cli_options.with_params`).
 
 One real message (a typo in params.yaml's ``ingest.sources``)::
 
@@ -27,6 +26,7 @@ from pipeline.engines.registry import ENGINES
 from pipeline.ingest.presets import PRESETS
 from pipeline.ingest.sources import SOURCES
 from pipeline.plugins import load_plugins
+from pipeline.reformulate import METHODS
 from pipeline.rollout.prompts import known_templates
 from pipeline.verify.extract import EXTRACTORS
 
@@ -42,6 +42,8 @@ def _names(params: Params) -> list[tuple[str, Iterable[str], Mapping[str, Any] |
         ("policies.prompt", [p.prompt for _, p in policies], known_templates(), "prompt template"),
         ("verify.extractors", params.verify.extractors, EXTRACTORS, "extractor"),
         ("annotate.flags", params.annotate.flags or [], DETECTORS, "flag"),
+        ("reformulate.methods", params.reformulate.methods, METHODS, "reformulation method"),
+        ("reformulate.options", list(params.reformulate.options), METHODS, "reformulation method"),
     ]
 
 
@@ -56,6 +58,8 @@ def check_names(params: Params, *, origin: str = "params") -> Params:
         for name, options in params.rollout.engine_options.items():
             parse_options(ENGINES[name].Options, options, where=f"rollout.engine_options.{name}")
         flag_options(params.annotate)
+        for name, options in params.reformulate.options.items():
+            parse_options(METHODS[name].Options, options, where=f"reformulate.options.{name}")
     except ConfigError as exc:
         raise ConfigError(f"{origin}: {exc}") from None
     return params

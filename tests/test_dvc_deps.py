@@ -46,7 +46,7 @@ DATA_READERS: dict[str, tuple[str, ...]] = {
     "pipeline/rollout/prompts.py": ("pipeline/prompts",),
     "pipeline/catalog.py": ("pipeline/views",),
     "pipeline/annotate/quality.py": ("pipeline/annotate/flag_quality.yaml", "pipeline/annotate/flag_labels.jsonl"),
-    "pipeline/reformulate/llm_backward.py": ("pipeline/reformulate/prompts",),
+    "pipeline/reformulate/methods/llm_backward.py": ("pipeline/reformulate/prompts",),
     "pipeline/ingest/presets/__init__.py": ("pipeline/ingest/presets",),
     "pipeline/report/site.py": ("pipeline/report/assets",),
 }

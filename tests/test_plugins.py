@@ -1,12 +1,14 @@
-"""One plugin contract: every registered engine, detector, extractor and preset through the same checks, and a
-throwaway plugin of each kind (a detector, a preset, an engine, a prompt template) loaded from the files params.yaml
-lists and seen used end to end (the preset ingested, the engine's rollouts with the prompt, the detector's flag in the
-flags table)."""
+"""One plugin contract: every registered engine, detector, extractor, reformulation method and preset through the same
+checks, and a throwaway plugin of each kind (a detector, a preset, an engine, a prompt template, an extractor, a
+reformulation method) loaded from the files params.yaml lists and seen used end to end (the preset ingested, the
+engine's rollouts with the prompt, the extractor's answers in the verdicts, the detector's flag in the flags table, the
+method's children in the reformulated problems)."""
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -36,7 +38,7 @@ from pipeline.io import read_table
 from pipeline.params_loader import load_params
 from pipeline.plugins import Registry
 from pipeline.publish.stage import source_licenses
-from pipeline.reformulate import METHODS
+from pipeline.reformulate import METHODS, Child, Parent, Reformulator, Skip, build
 from pipeline.rollout.prompts import PROMPTS
 from pipeline.verify.extract import EXTRACTORS
 
@@ -159,6 +161,32 @@ def test_every_extractor_conforms(name):
         assert got is None or (isinstance(got, str) and got.strip())
 
 
+PARENT = Parent("p1", "gsm8k", "Janet has 16 eggs. She eats 3 and sells the rest at $2 each. How much does she make?",
+                "26", solution="16 - 3 = <<16-3=13>>13 eggs. 13 * 2 = <<13*2=26>>26 dollars.\n#### 26")
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_reformulator_conforms(name):
+    """The method contract: a name, a version, documented skip reasons, options that validate with their defaults, a
+    method_version of its version and a digest, and one outcome per parent (a child with a question and a gold, or a
+    skip with one of its reasons)."""
+    cls = METHODS[name]
+    assert issubclass(cls, Reformulator) and cls.name == name and isinstance(cls.version, str) and cls.version
+    assert issubclass(cls.Options, BaseModel) and cls.reasons
+    assert all(isinstance(k, str) and isinstance(v, str) and v for k, v in cls.reasons.items())
+    method = build(name, {}, generate=lambda prompts: ["" for _ in prompts], generator={})
+    assert re.fullmatch(re.escape(cls.version) + r"-[0-9a-f]{8}", method.method_version)
+    empty = Parent("p0", "gsm8k", "", "1")
+    outcomes = method.reformulate([PARENT, empty])
+    assert len(outcomes) == 2
+    for out in outcomes:
+        assert isinstance(out, Child | Skip)
+        if isinstance(out, Child):
+            assert out.question.strip() and out.answer.strip() and isinstance(out.metadata, dict)
+        else:
+            assert out.reason in cls.reasons and out.detail
+
+
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_conforms(name):
     p = PRESETS[name]
@@ -229,12 +257,51 @@ def echo_flag(row, opts):
     """The completion holds the marker."""
     return Hit(1.0, f"holds {opts.echo_marker!r}")
 '''
+EXTRACTOR = '''\
+"""An extractor that reads the word after the last "is": a throwaway plugin."""
+from pipeline.verify.extract import register
+
+
+@register("after_is")
+def after_is(completion):
+    """The word after the last " is "."""
+    if " is " not in completion:
+        return None
+    return completion.rsplit(" is ", 1)[1].split()[0].strip(".") or None
+'''
+METHOD = '''\
+"""A reformulation method that asks the question again, politely: a throwaway plugin."""
+from typing import ClassVar
+
+from pydantic import Field
+
+from pipeline.config import Model
+from pipeline.reformulate.registry import Child, Reformulator, register
+
+
+class PleaseOptions(Model):
+    word: str = Field("Please:", description="what the new question starts with")
+
+
+@register
+class Please(Reformulator):
+    name = "please"
+    version = "1"
+    Options = PleaseOptions
+    reasons: ClassVar[dict[str, str]] = {"empty": "the question is empty"}
+
+    def one(self, parent):
+        if not parent.question.strip():
+            return self.skip("empty", "no question")
+        return Child(f"{self.options.word} {parent.question}", parent.answer, metadata={"word": self.options.word})
+'''
 
 
 @pytest.fixture
 def throwaway():
     yield
-    for reg, name in ((PRESETS, "tiny-preset"), (ENGINES, "echo"), (DETECTORS, "echo_flag"), (PROMPTS, "echo-prompt")):
+    for reg, name in ((PRESETS, "tiny-preset"), (ENGINES, "echo"), (DETECTORS, "echo_flag"), (PROMPTS, "echo-prompt"),
+                      (EXTRACTORS, "after_is"), (METHODS, "please")):
         reg.remove(name)
 
 
@@ -244,19 +311,23 @@ def _project(root: Path) -> Path:
     (root / "plugins/echo-prompt.yaml").write_text(PROMPT)
     (root / "plugins/echo_engine.py").write_text(ENGINE)
     (root / "plugins/echo_flag.py").write_text(DETECTOR)
+    (root / "plugins/after_is.py").write_text(EXTRACTOR)
+    (root / "plugins/please.py").write_text(METHOD)
     (root / "tiny").mkdir()
     rows = [{"problem": "What is 2 + 3?", "final": "5", "rating": 1}, {"problem": "What is 9 - 4?", "final": "5", "rating": 2},
             {"problem": "What is 2 * 4?", "final": "8", "rating": 3}]
     (root / "tiny/train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     params = {
         "plugins": ["plugins/tiny-preset.yaml", "plugins/echo-prompt.yaml", "plugins/echo_engine.py",
-                    "plugins/echo_flag.py"],
+                    "plugins/echo_flag.py", "plugins/after_is.py", "plugins/please.py"],
         "ingest": {"sources": [{"name": "tiny", "kind": "jsonl", "preset": "tiny-preset", "path": "tiny/train.jsonl"}]},
         "policies": {"echo": {"model": "test/m", "revision": "r1", "engine": "echo", "prompt": "echo-prompt",
                               "sampling": {"max_tokens": 8}}},
         "rollout": {"policies": ["echo"], "k": 2, "engine_options": {"echo": {"answer": "5"}}},
-        "verify": {"workers": 1},
+        "verify": {"workers": 1, "extractors": ["after_is"]},
         "annotate": {"options": {"echo_marker": "answer is"}},
+        # the echo engine fails the child as it failed its parent: the child lands where that puts it
+        "reformulate": {"methods": ["please"], "options": {"please": {"word": "Kindly:"}}, "target_bands": ["unsolved"]},
     }
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     return root / "params.yaml"
@@ -267,7 +338,7 @@ def test_a_plugin_preset_engine_and_detector_from_files_are_used_end_to_end(tmp_
     params = _project(tmp_path)
     runner = CliRunner()
     for args in (["ingest"], ["rollout", "--set", "main"], ["verify", "--set", "main"],
-                 ["annotate", "--set", "main", "--no-plots"]):
+                 ["annotate", "--set", "main", "--no-plots"], ["reformulate"]):
         res = runner.invoke(cli, [*args, "--params", str(params), "--no-progress"])
         assert res.exit_code == 0, f"{args}: {res.output}"
     problems = read_table(tmp_path / "data/problems", name="problems").to_pylist()
@@ -278,12 +349,18 @@ def test_a_plugin_preset_engine_and_detector_from_files_are_used_end_to_end(tmp_
     assert [p["prompt_template"] for p in policies] == ["echo-prompt"]
     rollouts = read_table(tmp_path / "data/rollouts", name="rollouts").to_pylist()
     assert len(rollouts) == 6 and {r["completion"] for r in rollouts} == {" The answer is 5."}
+    verdicts = read_table(tmp_path / "data/verdicts", name="verdicts").to_pylist()
+    assert len(verdicts) == 6 and {(v["extractor"], v["extracted"]) for v in verdicts} == {("after_is", "5")}
     flags = read_table(tmp_path / "data/flags", name="flags").to_pylist()
     echo = [f for f in flags if f["flag"] == "echo_flag"]
     assert len(echo) == 6 and {f["evidence"] for f in echo} == {"holds 'answer is'"}
     difficulty = read_table(tmp_path / "data/difficulty", name="difficulty").to_pylist()
     assert {d["pass_rate"] for d in difficulty} == {0.0, 1.0}
     assert all(dict(d["flag_rates"])["echo_flag"] == 1.0 for d in difficulty)
+    # the method's child of the one parent the echo engine fails (gold 8), with the method's option
+    children = read_table(tmp_path / "data/reformulated/problems", name="problems").to_pylist()
+    assert [(c["method"], c["question"], c["answer"], json.loads(c["metadata"])["word"]) for c in children] == [
+        ("please", "Kindly: What is 2 * 4?", "8", "Kindly:")]
     # the preset's own license is what the published items of that source carry
     assert [(s.source, s.license) for s in source_licenses(load_params(params), root=tmp_path)] == [("tiny", "cc-by-4.0")]
 
@@ -312,6 +389,25 @@ def test_a_typo_in_a_plugin_name_or_file_is_one_line_at_load(tmp_path, throwaway
         load_params(params)
     raw["plugins"].pop()
     raw["policies"]["echo"]["engine"] = "echo"
+    raw["verify"]["extractors"] = ["after_si"]
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"verify\.extractors: unknown extractor 'after_si' \(did you mean after_is\?\)"):
+        load_params(params)
+    raw["verify"]["extractors"] = ["after_is"]
+    raw["reformulate"]["methods"] = ["pleas"]
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"reformulate\.methods: unknown reformulation method 'pleas' "
+                                          r"\(did you mean please\?\)"):
+        load_params(params)
+    raw["reformulate"] = {"methods": ["please"], "options": {"please": {"wrod": "x"}}}
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"reformulate\.options\.please: wrod: unknown key"):
+        load_params(params)
+    raw["reformulate"] = {"methods": ["please"], "options": {"pleas": {}}}
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"reformulate\.options: unknown reformulation method 'pleas'"):
+        load_params(params)
+    raw["reformulate"] = {"methods": ["please"]}
     raw["annotate"]["options"] = {"echo_markr": "x"}
     params.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=r"annotate\.options: echo_markr: unknown key"):
@@ -321,5 +417,6 @@ def test_a_typo_in_a_plugin_name_or_file_is_one_line_at_load(tmp_path, throwaway
 def test_the_plugin_docs_show_each_kind_as_one_file():
     doc = (Path(__file__).resolve().parents[1] / "docs/operations.md").read_text()
     section = doc.split("## Adding a detector, a preset or an engine", 1)[1].split("\n## ", 1)[0]
-    for snippet in ("from pipeline.annotate.detectors import Hit, register", "@ENGINES.register", "license:", "plugins:"):
+    for snippet in ("from pipeline.annotate.detectors import Hit, register", "@ENGINES.register", "license:", "plugins:",
+                    "from pipeline.verify.extract import register", "class Please(Reformulator):"):
         assert snippet in section, snippet

@@ -16,12 +16,12 @@ from pipeline.config import ConfigError, parse_params
 from pipeline.gold import boxed_gold, gsm8k_gold
 from pipeline.io import read_table, write_table
 from pipeline.keys import problem_id
-from pipeline.reformulate import STAGE_REASONS, generations_dir, run
 from pipeline.reformulate.core import InvariantError, ReformulateResult, check_invariant, reformulate, select_parents
-from pipeline.reformulate.hint_prefix import find_leak, steps
-from pipeline.reformulate.llm_backward import LlmBackward, load_prompt
+from pipeline.reformulate.methods.hint_prefix import find_leak, steps
+from pipeline.reformulate.methods.llm_backward import LlmBackward, load_prompt
 from pipeline.reformulate.numerals import find_numbers
 from pipeline.reformulate.registry import METHODS, Child, Parent, Skip, build, get_method
+from pipeline.reformulate.stage import STAGE_REASONS, generations_dir, run
 from pipeline.schema import schema
 
 pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
@@ -376,7 +376,7 @@ def seed_main_set(root: Path, params) -> dict[str, str]:
 def test_run_writes_the_reformulated_set_and_caches_generations(tmp_path):
     from pipeline.config import load_params
     from pipeline.engines.registry import create_engine
-    from pipeline.reformulate import ladder_dir
+    from pipeline.reformulate.stage import ladder_dir
 
     params = load_params(write_params(tmp_path, options={"llm_backward": {"writer": "fake"}}))
     ids = seed_main_set(tmp_path, params)

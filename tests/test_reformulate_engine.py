@@ -47,9 +47,9 @@ class Shared:
 def test_reformulation_loop_on_the_real_engine(tmp_path, vllm_engine, embedded_model_dir):
     from pipeline.annotate import run as annotate
     from pipeline.ingest import run as ingest
-    from pipeline.reformulate import generations_dir
-    from pipeline.reformulate import run as reformulate
     from pipeline.reformulate.report import write_report
+    from pipeline.reformulate.stage import generations_dir
+    from pipeline.reformulate.stage import run as reformulate
     from pipeline.rollout import run as rollout
     from pipeline.verify import run as verify
 

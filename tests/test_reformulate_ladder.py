@@ -17,9 +17,9 @@ from pipeline.gold import gsm8k_gold
 from pipeline.ingest.synthetic import SyntheticOptions, generate
 from pipeline.keys import problem_id
 from pipeline.reformulate.core import reformulate
-from pipeline.reformulate.hint_prefix import find_leak
 from pipeline.reformulate.ladder import Measurement, band_of
 from pipeline.reformulate.measure import DamagedCache, EngineMeasure
+from pipeline.reformulate.methods.hint_prefix import find_leak
 from pipeline.reformulate.registry import Child, Parent, Skip, build
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,7 +16,8 @@ from cpu_clock import BOUNDED_S, own_cpu, tree_cpu_s
 
 from pipeline.gold import MAX_GOLD_CHARS, boxed_gold, gsm8k_gold
 from pipeline.verify import judge, judge_many
-from pipeline.verify.extract import SEARCH_CHARS, candidates, extract, get_extractor, is_the_answer
+from pipeline.verify.extract import SEARCH_CHARS, candidates, extract, get_extractor
+from pipeline.verify.extractors.is_the_answer import is_the_answer
 from pipeline.verify.gold_check import gold_parses, golds_equivalent
 from pipeline.verify.grader import fast_grade
 
@@ -65,10 +66,10 @@ _REFERENCE = re.compile(r"(?i)(?:^|[\s,;:])(-?\$?[\w.,/^{}\\]+?)\$?\s+is\s+the\s
 
 
 def _reference(text: str) -> str | None:
-    from pipeline.verify.extract import _clean
+    from pipeline.verify.extract import clean_answer
 
     matches = list(_REFERENCE.finditer(text))
-    return _clean(matches[-1].group(1)) if matches else None
+    return clean_answer(matches[-1].group(1)) if matches else None
 
 
 def test_is_the_answer_finds_what_the_old_regex_found():

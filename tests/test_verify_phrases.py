@@ -144,7 +144,7 @@ def test_unit_words_after_an_expression_only_when_the_gold_has_none():
     ("I hope this helps!", None),
 ])
 def test_prose_final(completion, value):
-    from pipeline.verify.extract import prose_final
+    from pipeline.verify.extractors.prose_final import prose_final
 
     assert prose_final(completion) == value
 

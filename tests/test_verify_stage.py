@@ -121,9 +121,10 @@ def test_help():
 def test_verifier_id_follows_the_code_that_decides_a_verdict():
     import importlib
 
-    from pipeline.verify.core import VERDICT_MODULES, source_digest, verdict_source_digest
+    from pipeline.verify.core import source_digest, verdict_modules, verdict_source_digest
 
-    sources = {m: Path(importlib.import_module(m).__file__).read_text() for m in VERDICT_MODULES}
+    sources = {m: Path(importlib.import_module(m).__file__).read_text() for m in verdict_modules()}
+    assert "pipeline.verify.extractors.boxed" in sources  # every rule of the extractors' folder counts
     assert source_digest(sources) == verdict_source_digest()
     grader = sources["pipeline.verify.grader"]
     policy = '_CHOICE = re.compile(r"^\\(?([A-Ea-e])\\)?$")'
@@ -133,6 +134,22 @@ def test_verifier_id_follows_the_code_that_decides_a_verdict():
     reworded = {**sources, "pipeline.verify.grader": grader.replace('"""Grading one', '"""Grading a single', 1)
                 .replace("# the common case", "# the usual case")}
     assert reworded != sources and source_digest(reworded) == source_digest(sources)  # prose only: the same one
+
+
+def test_verifier_id_does_not_follow_the_file_a_rule_is_in():
+    """Moving a rule to another module (with the imports that takes) decides no verdict differently: same digest."""
+    import importlib
+
+    from pipeline.verify.core import source_digest, verdict_modules
+
+    sources = {m: Path(importlib.import_module(m).__file__).read_text() for m in verdict_modules()}
+    rule = sources.pop("pipeline.verify.extractors.last_number")
+    head, body = rule.split("\n\n\n@register", 1)
+    moved = {**sources, "pipeline.verify.extract": sources["pipeline.verify.extract"]
+             + "\n\n@register" + body, "pipeline.verify.extractors.other": head + "\nimport os\n"}
+    assert source_digest(moved) == source_digest({**sources, "pipeline.verify.extractors.last_number": rule})
+    edited = {**sources, "pipeline.verify.extractors.last_number": rule.replace("nums[-1]", "nums[0]")}
+    assert "nums[-1]" in rule and source_digest(edited) != source_digest(moved)
 
 
 def test_verifier_id_changes_with_the_policy_code(monkeypatch):

@@ -9,20 +9,14 @@ re-run (or a new parent) only generates what is missing. The reformulated set th
 through ``rollout/verify/annotate --set reformulated`` for the same policies, and
 ``passband reformulate-report`` (see :mod:`pipeline.reformulate.report`) compares parents
 and children.
+
+The package itself exports only the methods' registry (what params.yaml's names are checked against when the
+params load: importing the stage there would make every DVC stage depend on it); the stage's entry points are in
+:mod:`pipeline.reformulate.stage`.
 """
 
 from __future__ import annotations
 
-from pipeline.reformulate.stage import (
-    METHODS,
-    STAGE_REASONS,
-    ReformulateResult,
-    generations_dir,
-    ladder_dir,
-    reformulate,
-    run,
-    select_parents,
-)
+from pipeline.reformulate.registry import METHODS, Child, Parent, Reformulator, Skip, build, get_method, register
 
-__all__ = ["METHODS", "STAGE_REASONS", "ReformulateResult", "generations_dir", "ladder_dir", "reformulate", "run",
-           "select_parents"]
+__all__ = ["METHODS", "Child", "Parent", "Reformulator", "Skip", "build", "get_method", "register"]

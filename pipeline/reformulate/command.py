@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from pipeline.cli_options import progress_option, with_params
-from pipeline.reformulate import run
 from pipeline.reformulate.report import write_report
+from pipeline.reformulate.stage import run
 
 
 @click.command()

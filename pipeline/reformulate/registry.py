@@ -123,9 +123,9 @@ class Reformulator:
         return Skip(reason, detail)
 
 
-# the methods: each module that defines one registers it (pipeline.reformulate.stage imports them; a user's own
-# method is a plugin file, docs/operations.md)
-METHODS: Registry[type[Reformulator]] = Registry("reformulation method")
+# the methods: one module each in pipeline/reformulate/methods/ (found by a folder scan the first time the registry is
+# read), and a user's own (a plugin file params.yaml lists: docs/operations.md)
+METHODS: Registry[type[Reformulator]] = Registry("reformulation method", package="pipeline.reformulate.methods")
 register = METHODS.register
 
 

@@ -13,7 +13,6 @@ from pipeline.config import ConfigError, Params, SamplingConfig
 from pipeline.engines.registry import Prompt, Request, create_engine
 from pipeline.io import atomic_write_text, read_table, replace_dir, write_metrics
 from pipeline.keys import digest, sample_seed
-from pipeline.reformulate import fobar, hint_prefix, llm_backward  # noqa: F401  (each registers its method)
 from pipeline.reformulate.core import STAGE_REASONS, ReformulateResult, reformulate, select_parents
 from pipeline.reformulate.ladder import band_of
 from pipeline.reformulate.measure import EngineMeasure
@@ -22,7 +21,8 @@ from pipeline.rollout.policy import resolve_policy
 from pipeline.run_metrics import RunStats
 from pipeline.tablesets import table_set
 
-__all__ = ["METHODS", "STAGE_REASONS", "ReformulateResult", "reformulate", "run", "select_parents"]
+__all__ = ["METHODS", "STAGE_REASONS", "ReformulateResult", "generations_dir", "ladder_dir", "reformulate", "run",
+           "select_parents"]
 
 GENERATIONS_DIR = "generations"
 LADDER_DIR = "ladder"

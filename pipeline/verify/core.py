@@ -33,7 +33,9 @@ import pyarrow as pa
 
 from pipeline.config import VerifyConfig
 from pipeline.keys import canonical_json, digest
+from pipeline.plugins import modules_in
 from pipeline.schema import schema
+from pipeline.verify.extract import EXTRACTORS
 from pipeline.verify.grader import STATUSES
 from pipeline.verify.judge import grade_options, judge_batch, judge_config
 from pipeline.verify.pool import VerifyError
@@ -48,41 +50,74 @@ def _version(pkg: str) -> str:
         return "unknown"
 
 
-# The modules whose code decides a verdict: extraction, the length cap, the grading policies, gold parsing.
-# (pool.py only schedules and bounds the work; its bounds are in the options below.)
+# The modules whose code decides a verdict: extraction (the shared reading, and every rule of the extractors' folder),
+# the length cap, the grading policies, gold parsing. (pool.py only schedules and bounds the work; its bounds are in
+# the options below.)
 VERDICT_MODULES = ("pipeline.gold", "pipeline.numbers", "pipeline.thinking", "pipeline.verify.extract",
                    "pipeline.verify.grader", "pipeline.verify.judge")
+VERDICT_PACKAGES = ("pipeline.verify.extractors",)  # every module in these folders decides a verdict too
 # The libraries that decide one: math-verify, its LaTeX parser, and sympy under both.
 VERDICT_LIBRARIES = ("math-verify", "latex2sympy2_extended", "sympy")
 
 
-def _code(tree: ast.AST) -> str:
-    """The code of a module without its docstrings (comments are already gone): rewording prose keeps the id."""
+def verdict_modules() -> tuple[str, ...]:
+    """:data:`VERDICT_MODULES` and the modules of :data:`VERDICT_PACKAGES`' folders."""
+    return VERDICT_MODULES + tuple(m for p in VERDICT_PACKAGES for m in modules_in(p))
+
+
+def _definitions(text: str) -> list[tuple[str, str]]:
+    """A module's top-level definitions as (the names it binds, its code), without docstrings (comments are already
+    gone: rewording prose keeps the id) and without imports: what an import binds is hashed where it is defined."""
+    tree = ast.parse(text)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
             body[0] = ast.Pass()
-    return ast.dump(tree)
+    out = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import | ast.ImportFrom | ast.Pass):
+            continue
+        names = sorted(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        name = getattr(stmt, "name", None)
+        out.append((",".join([name] if name else names), ast.dump(stmt)))
+    return out
 
 
 def source_digest(sources: dict[str, str]) -> str:
-    """Digest of module name -> source text, by code (docstrings and comments do not count)."""
-    return digest(canonical_json({name: _code(ast.parse(text)) for name, text in sorted(sources.items())}), length=16)
+    """Digest of the code of the given sources (module name -> source text), by definition, not by file: moving a
+    rule to another module keeps the digest; editing its code, or a constant it reads, changes it."""
+    return digest(canonical_json(sorted(d for text in sources.values() for d in _definitions(text))), length=16)
 
 
 @functools.cache
 def verdict_source_digest() -> str:
-    """:func:`source_digest` of :data:`VERDICT_MODULES` as installed."""
-    return source_digest({m: Path(importlib.import_module(m).__file__).read_text() for m in VERDICT_MODULES})
+    """:func:`source_digest` of :func:`verdict_modules` as installed."""
+    return source_digest({m: Path(importlib.import_module(m).__file__).read_text() for m in verdict_modules()})
+
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # pipeline/: the built-in rules' code is in verdict_modules()
+
+
+def _plugin_digest(extractors: list[str]) -> dict[str, str]:
+    """The code digest of each configured extractor that is a user's plugin (a file params.yaml's ``plugins``
+    lists, outside pipeline/): its file decides verdicts as the built-in rules do."""
+    out = {}
+    for name in extractors:
+        EXTRACTORS.lookup(name)
+        origin = Path(EXTRACTORS.origin(name)).resolve()
+        if origin.is_file() and not origin.is_relative_to(_PACKAGE_DIR):
+            out[name] = source_digest({name: origin.read_text(encoding="utf-8")})
+    return out
 
 
 def verifier_id(config: VerifyConfig) -> str:
     """``math-verify-<version>/<digest>``: name and version readable, everything that decides a verdict hashed.
 
-    The digest covers the code of :data:`VERDICT_MODULES` (so editing a policy is a new verifier, never a
+    The digest covers the code of :func:`verdict_modules` (so editing a policy is a new verifier, never a
     hand-bumped constant), the versions of :data:`VERDICT_LIBRARIES`, the extractors, the default thinking
-    mode, the answer cap, the time and memory bounds and math-verify's options; not the worker count. A
+    mode, the answer cap, the time and memory bounds, math-verify's options and the code of a configured
+    extractor that is a user's plugin; not the worker count. A
     policy's own thinking mode is in its policy_id (pipeline/rollout/policy.py), so the verdict's key
     (policy_id, verifier_id) names everything that decided it.
     """
@@ -96,6 +131,8 @@ def verifier_id(config: VerifyConfig) -> str:
         "memory_mb": config.memory_mb,
         "options": grade_options(config).model_dump(),
     }
+    if plugins := _plugin_digest(list(config.extractors)):
+        identity["plugins"] = plugins
     return f"math-verify-{identity['libraries']['math-verify']}/{digest(canonical_json(identity), length=12)}"
 
 

@@ -31,14 +31,15 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pipeline import numbers
 from pipeline.gold import GoldError, last_boxed
-from pipeline.numbers import ANYWHERE
 from pipeline.plugins import Registry, origin_of
 
 Extractor = Callable[[str], str | None]
-# the rules of this module, and a user's own (a plugin file calling register: docs/operations.md)
-EXTRACTORS: Registry[Extractor] = Registry("extractor")
+# the rules: one module each in pipeline/verify/extractors/ (found by a folder scan), and a user's own (a plugin
+# file calling register: docs/operations.md); listed in the order they were first written, a user's after them
+EXTRACTORS: Registry[Extractor] = Registry(
+    "extractor", package="pipeline.verify.extractors",
+    order=("boxed", "gsm8k", "answer_is", "is_the_answer", "prose_final", "last_number"))
 
 SEARCH_CHARS = 32_768  # the tail of a completion the extractors search for its final answer
 ANSWER_SPAN_CHARS = 2_048  # how far past "the answer is" its sentence is read
@@ -54,6 +55,9 @@ class Extraction:
 # An extractor with a detailed form returns (answer, policies) and is registered for both calls.
 Detailed = Callable[[str], "tuple[str, tuple[str, ...]] | None"]
 _DETAILED: dict[str, Detailed] = {}
+# An extractor that can pass over a phrase as a question, a condition or a plan says whether it did (refused).
+Hedged = Callable[[str], bool]
+_HEDGED: dict[str, Hedged] = {}
 
 
 def register(name: str) -> Callable[[Extractor], Extractor]:
@@ -61,9 +65,10 @@ def register(name: str) -> Callable[[Extractor], Extractor]:
     return EXTRACTORS.register(name=name)
 
 
-def register_detailed(name: str) -> Callable[[Detailed], Extractor]:
+def register_detailed(name: str, *, hedged: Hedged | None = None) -> Callable[[Detailed], Extractor]:
     """Register an extractor that also names the policies it used: ``extract`` records them, the plain
-    :data:`Extractor` (``EXTRACTORS[name]``, and the decorated name) returns the answer alone."""
+    :data:`Extractor` (``EXTRACTORS[name]``, and the decorated name) returns the answer alone. ``hedged``
+    (optional): whether the completion holds a phrase this rule passed over (:func:`refused`)."""
     def deco(fn: Detailed) -> Extractor:
         def plain(completion: str) -> str | None:
             found = fn(completion)
@@ -72,6 +77,8 @@ def register_detailed(name: str) -> Callable[[Detailed], Extractor]:
         plain.__doc__, plain.__name__ = fn.__doc__, fn.__name__
         EXTRACTORS.add(name, plain, origin=origin_of(fn))
         _DETAILED[name] = fn
+        if hedged is not None:
+            _HEDGED[name] = hedged
         return plain
 
     return deco
@@ -92,12 +99,8 @@ _ANSWER_IS = re.compile(
     r"(?!\s*+(?:correct|right|wrong|incorrect|not|unknown)\b)\s*+[:=]?\s*+")
 # markdown emphasis around an answer or a label: "**47**", "**Final Answer:** 47", "__47__"
 _EMPHASIS = re.compile(r"\*\*|__")
-# "... is the answer": the phrase alone (a whitespace run is entered only at its start), the token found by a walk back
-_IS_THE_ANSWER = re.compile(r"(?i)(?<!\s)\s++is\s++the\s++(?P<adj>final\s++|correct\s++|right\s++)?answer\b")
-_TOKEN_CHARS = re.compile(r"[\w.,/^{}\\]")
-_TOKEN_START = re.compile(r"[\s,;:]")
 # A phrase inside a conditional clause is a supposition, not an answer: "if the answer is 4, then ...".
-_CONDITIONAL = re.compile(r"\b(?:[Ii]f|[Ww]hether|[Ss]uppos(?:e|ing)|[Aa]ssum(?:e|ing)|[Uu]nless|[Pp]rovided)\b")
+CONDITIONAL = re.compile(r"\b(?:[Ii]f|[Ww]hether|[Ss]uppos(?:e|ing)|[Aa]ssum(?:e|ing)|[Uu]nless|[Pp]rovided)\b")
 _CLAUSE_BREAK = re.compile(r"(?i)[,;:]|\bthen\b")
 _LOOK_BACK_CHARS = 300  # how far back a phrase's sentence is searched for a conditional word
 # The first word of a plan or a property, not of a value: "the answer should be an integer", "... in dollars".
@@ -109,7 +112,7 @@ _FILLER = re.compile(r"(?i)^(?:also|just|simply|now|then|therefore|thus|so|hence
                      r"definitely|certainly|surely|obviously|still)\b,?\s+(?=\S)")
 
 
-def _until_sentence_end(text: str) -> tuple[str, bool]:
+def until_sentence_end(text: str) -> tuple[str, bool]:
     """Text up to the end of its sentence (read up to :data:`ANSWER_SPAN_CHARS`), and whether that end is a
     question mark; ``$...$`` spans are kept whole (they may hold periods)."""
     text = text[:ANSWER_SPAN_CHARS]
@@ -147,7 +150,7 @@ def _cleaned(answer: str) -> tuple[str | None, bool]:
     return trimmed.rstrip(".,;:!").strip() or None, trimmed != answer
 
 
-def _clean(answer: str) -> str | None:
+def clean_answer(answer: str) -> str | None:
     return _cleaned(answer)[0]
 
 
@@ -158,7 +161,7 @@ def conditional_before(text: str, pos: int) -> bool:
     lo = max(0, pos - _LOOK_BACK_CHARS)
     start = max(text.rfind(c, lo, pos) for c in ".?!\n") + 1 or lo
     last = None
-    for last in _CONDITIONAL.finditer(text, max(start, lo), pos):  # noqa: B007 - the last one is wanted
+    for last in CONDITIONAL.finditer(text, max(start, lo), pos):  # noqa: B007 - the last one is wanted
         pass
     return last is not None and _CLAUSE_BREAK.search(text, last.end(), pos) is None
 
@@ -168,29 +171,19 @@ def states_no_value(span: str, question: bool, *, modal: bool = False) -> bool:
     count twice"), or after "should be" / "must be" a plan or a property ("an integer", "in dollars"; after "is"
     such prose is left to the grader's ``prose`` policy, as before)."""
     # a span past the answer cap (verify.max_answer_chars, 200 by default) is no answer anyway: its head is enough
-    if question or _CONDITIONAL.search(span, 0, 256):
+    if question or CONDITIONAL.search(span, 0, 256):
         return True
     words = span.split(None, 2)
     return modal and len(words) >= 2 and words[0].lower().strip(",") in PLAN_WORDS
 
 
-@register("boxed")
-def boxed(completion: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (brace-matched); an unclosed one (truncated text) is no answer."""
+def read_box(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (brace-matched), trimmed; an unclosed one (truncated text) is none."""
     try:
-        found = last_boxed(completion)
+        found = last_boxed(text)
     except GoldError:
         return None
-    return _clean(found) if found is not None else None
-
-
-@register("gsm8k")
-def gsm8k(completion: str) -> str | None:
-    """The rest of the line after the last ``####``: ``"#### 42\\nExtra 7"`` gives 42, never 7."""
-    if "####" not in completion:
-        return None
-    line = completion.rsplit("####", 1)[1].lstrip(" \t").split("\n", 1)[0]
-    return _clean(line)
+    return clean_answer(found) if found is not None else None
 
 
 HEDGED = ("hedged_phrase",)
@@ -207,13 +200,13 @@ def _read_phrase(completion: str, m: re.Match) -> Read | None:
         return None, HEDGED
     rest = completion[m.end():m.end() + ANSWER_SPAN_CHARS]
     if rest.startswith(("\\boxed", "\\fbox")):  # "the answer is \boxed{8}." (None when the box never closes)
-        return boxed(rest), used
+        return read_box(rest), used
     if rest.startswith(("\\[", "$$")):  # "the final result is:\n\[ \frac{1}{8} \]" (None when it never closes)
         block = _display_block(rest)
         if block is not None and "\\boxed" in block:
-            block = boxed(block)
-        return (_clean(block) if block else None), (*used, "display_block")
-    span, question = _until_sentence_end(rest)
+            block = read_box(block)
+        return (clean_answer(block) if block else None), (*used, "display_block")
+    span, question = until_sentence_end(rest)
     if states_no_value(span, question, modal=bool(m.group("modal"))):
         return None, HEDGED
     answer, filler = _cleaned(span)
@@ -234,126 +227,6 @@ def answer_phrases(completion: str, *, last: int | None = None) -> list[tuple[re
     return found
 
 
-@register_detailed("answer_is")
-def answer_is(completion: str) -> tuple[str, tuple[str, ...]] | None:
-    """After the last answer phrase that states an answer ("the answer is", "the final answer would be",
-    "Final answer:", "the final result is:"), up to the end of that sentence, or the display block or box that
-    follows it. A phrase in a question, under a condition or before a plan states none; an earlier one counts
-    (up to :data:`MAX_PHRASES` back)."""
-    skipped = False
-    for _, (answer, used) in reversed(answer_phrases(completion, last=MAX_PHRASES)):
-        if answer is not None:
-            return answer, (("hedged_phrase",) if skipped else ()) + used
-        skipped = skipped or used == HEDGED
-    return None
-
-
-def _token_before(text: str, end: int, limit: int) -> str | None:
-    """The token that ends at ``end`` (before "is the answer"), not reaching back past ``limit``: what
-    ``(?:^|[\\s,;:])(-?\\$?[\\w.,/^{}\\\\]+?)\\$?`` would match there, found by one walk back (linear)."""
-    if end - 1 >= limit and text[end - 1] == "$":
-        end -= 1
-    i = end
-    while i - 1 >= limit and _TOKEN_CHARS.match(text, i - 1):
-        i -= 1
-    if i == end:
-        return None
-    start = i
-    if start - 1 >= limit and text[start - 1] == "$":
-        start -= 1
-    if start - 1 >= limit and text[start - 1] == "-":
-        start -= 1
-    for s in dict.fromkeys((start, i)):  # with the sign and dollar, then without them
-        if s == 0 or (s - 1 >= limit and _TOKEN_START.match(text, s - 1)):
-            return text[s:end]
-    comma = text.find(",", i, end - 1)  # the token may start after a comma (itself a separator) inside the run
-    return text[comma + 1:end] if comma >= 0 else None
-
-
-def _read_is_the_answer(completion: str) -> Read:
-    """The last "... is the answer" phrase's token and policies (``(None, HEDGED)``: that phrase is a question or
-    a condition; ``(None, ())``: no phrase with a token)."""
-    token, last, limit = None, None, 0
-    for m in _IS_THE_ANSWER.finditer(completion):
-        t = _token_before(completion, m.start(), limit)
-        if t is not None:
-            token, last, limit = t, m, m.end()
-    if last is None:
-        return None, ()
-    if conditional_before(completion, last.start()) or _until_sentence_end(completion[last.end():])[1]:
-        return None, HEDGED
-    adj = (last.group("adj") or "").strip().lower()
-    return _clean(token), ("right_answer",) if adj in ("right", "correct") else ()
-
-
-@register_detailed("is_the_answer")
-def is_the_answer(completion: str) -> tuple[str, tuple[str, ...]] | None:
-    """The token before the last "is the answer" ("So, 1708 is the answer.", "$1250 is the right answer."); none
-    when that phrase is a question ("so 5 is the answer?") or a condition ("if 5 is the answer, ...")."""
-    answer, used = _read_is_the_answer(completion)
-    return (answer, used) if answer is not None else None
-
-
-# prose_final: the last sentence's value, when the sentence concludes ("So", "Therefore", ...) or states it ("is",
-# "=", "comes to", ...), is no question, condition or plan, and ends on the value (a few unit words may follow)
-_CONCLUSION = re.compile(r"(?i)^(?:so|therefore|thus|hence|in total|altogether|together|in all|all in all|in the end|"
-                         r"finally|in conclusion|overall|as a result|this means|that means)\b")
-_STATES = re.compile(r"(?i)(?:\b(?:is|are|was|were|equals?|comes\s+to|totals?|makes?|made|gives?|has|have|had|costs?|"
-                     r"earns?|earned|pays?|paid|spends?|spent|needs?|gets?|got)\b|=)")
-_PLAN = re.compile(r"(?i)\b(?:let\s+me|let's|let\s+us|I\s+will|I'll|we\s+will|we'll|we\s+need|next|need\s+to|"
-                   r"have\s+to|going\s+to|should\s+we)\b")
-_PROSE_VALUE = re.compile(r"\$(?:\\\$|[^$]){1,200}\$|\\?\$?-?" + numbers.WRITTEN)
-_UNIT_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-# a word right before the value (not after "=") or among the words after it that makes the value part of a relation
-_RELATION_BEFORE = frozenset(("than", "of", "times", "by", "from", "plus", "minus", "and", "or", "over", "divided",
-                              "more", "less", "fewer", "with", "out"))
-_RELATION_AFTER = frozenset(("than", "times", "plus", "minus", "and", "or", "divided", "more", "less", "fewer", "if",
-                             "unless"))
-_MAX_TAIL_WORDS = 6
-
-
-def _last_sentence(text: str) -> str:
-    """The last sentence of the text's last non-empty line (split at ". ", "! ", "? "), stripped."""
-    lines = [ln for ln in text[-ANSWER_SPAN_CHARS:].splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    return re.split(r"(?<=[.!?])\s+", lines[-1].strip())[-1]
-
-
-@register("prose_final")
-def prose_final(completion: str) -> str | None:
-    """The value the last sentence states ("Therefore, the total comes to 18 dollars." -> 18), for models that
-    answer in prose (not in the default list). The sentence must conclude ("So", "Therefore", ...) or state
-    ("is", "=", "comes to", "makes", ...), must not be a question, a condition or a plan, and must end on its
-    value (up to six unit words after it, none a relation such as "than" or "of")."""
-    sentence = _last_sentence(completion)
-    if not sentence or sentence.endswith("?") or _PLAN.search(sentence):
-        return None
-    cond = _CONDITIONAL.search(sentence)
-    if cond and re.search(r"(?i)\b(?:answer|result)\b", sentence[cond.end():]):  # a supposition about the answer
-        return None
-    sentence = sentence.rstrip(".!").rstrip()
-    values = list(_PROSE_VALUE.finditer(sentence))
-    if not values:
-        return None
-    value = values[-1]
-    head, tail = sentence[:value.start()], sentence[value.end():].split()
-    before = set() if head.rstrip().endswith("=") else {w.lower().strip(",") for w in head.split()[-2:]}
-    if (before & _RELATION_BEFORE or conditional_before(sentence, value.start()) or len(tail) > _MAX_TAIL_WORDS
-            or any(not _UNIT_WORD.fullmatch(w) or w.lower() in _RELATION_AFTER for w in tail)):
-        return None
-    if not (_CONCLUSION.search(sentence) or _STATES.search(head)):
-        return None
-    return value.group().strip() or None
-
-
-@register("last_number")
-def last_number(completion: str) -> str | None:
-    """The last number in the text (lenient: any number the model wrote last). Not in the default list."""
-    nums = ANYWHERE.findall(completion)
-    return nums[-1] if nums else None
-
-
 def strip_emphasis(text: str) -> str:
     """Markdown bold/underline markers removed: ``So the final answer is **47**.`` reads as ``... is 47.``"""
     return _EMPHASIS.sub("", text) if "**" in text or "__" in text else text
@@ -364,12 +237,13 @@ def extract(completion: str, *, extractors: Sequence[str]) -> Extraction | None:
     completion's last :data:`SEARCH_CHARS` characters."""
     completion = strip_emphasis(completion[-SEARCH_CHARS:])
     for name in extractors:
+        plain = get_extractor(name)  # the first read scans the rules' folder
         if name in _DETAILED:
             found = _DETAILED[name](completion)
             if found is not None:
                 return Extraction(found[0], name, found[1])
             continue
-        answer = get_extractor(name)(completion)
+        answer = plain(completion)
         if answer is not None:
             return Extraction(answer, name)
     return None
@@ -379,11 +253,10 @@ def refused(completion: str, *, extractors: Sequence[str]) -> tuple[str, ...]:
     """The policies behind finding no answer: ``hedged_phrase`` when an answer phrase the configured extractors
     read was passed over as a question, a condition or a plan (the caller asks only when ``extract`` found none)."""
     completion = strip_emphasis(completion[-SEARCH_CHARS:])
-    if "answer_is" in extractors and any(read == (None, HEDGED) for _, read in answer_phrases(completion,
-                                                                                              last=MAX_PHRASES)):
-        return HEDGED
-    if "is_the_answer" in extractors and _read_is_the_answer(completion) == (None, HEDGED):
-        return HEDGED
+    for name in extractors:
+        get_extractor(name)
+        if name in _HEDGED and _HEDGED[name](completion):
+            return HEDGED
     return ()
 
 
@@ -414,7 +287,7 @@ def candidates(completion: str) -> list[Extraction]:
     completion = strip_emphasis(completion[-SEARCH_CHARS:])
     found = [Extraction(b, "boxed") for b in _all_boxed(completion)]
     for part in completion.split("####")[1:]:
-        if a := _clean(part.lstrip(" \t").split("\n", 1)[0]):
+        if a := clean_answer(part.lstrip(" \t").split("\n", 1)[0]):
             found.append(Extraction(a, "gsm8k"))
     for m, (answer, _) in answer_phrases(completion):
         if answer is not None and m.group("noun").lower() != "result" and not completion[m.end():].startswith(

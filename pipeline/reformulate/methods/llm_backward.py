@@ -39,7 +39,7 @@ from pipeline.reformulate.fobar import TEMPLATE, answer_text, backward_question,
 from pipeline.reformulate.numerals import count_x, find_numbers, gold_text, has_variable_x, substitute_x, to_value
 from pipeline.reformulate.registry import Child, Outcome, Parent, Reformulator, Rung, Skip, register
 
-PROMPT_FILE = Path(__file__).parent / "prompts" / "llm_backward.yaml"
+PROMPT_FILE = Path(__file__).parents[1] / "prompts" / "llm_backward.yaml"
 _OUTPUT = re.compile(rf"^\s*(?P<num>-?{STRICT})\s*\n\s*Backward:\s*(?P<q>.+)$", re.S)
 
 
