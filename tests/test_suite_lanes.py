@@ -30,3 +30,28 @@ def test_each_file_runs_whole_on_one_worker_under_its_group():
         assert rest.endswith("@" + Path(path).stem), f"{nodeid}: no group in its node id (xdist ignored the lanes)"
         workers[path].add(worker)
     assert set(workers) == set(FILES) and all(len(w) == 1 for w in workers.values()), dict(workers)
+
+
+def test_groups_are_priced_by_measured_seconds_where_known():
+    """A file whose time is one module fixture (a handful of slow tests) outranks a file of many fast ones, and every
+    file the price list names exists (a renamed file would fall back to its markers unnoticed)."""
+    import types
+
+    import pytest
+    from conftest import MEASURED_S, group_costs
+
+    def item(module: str, name: str, *marks: str):
+        mods = {m: getattr(pytest.mark, m) for m in marks}
+        return types.SimpleNamespace(module=types.SimpleNamespace(__name__=module), nodeid=f"tests/{module}.py::{name}",
+                                     get_closest_marker=lambda m, mods=mods: mods.get(m))
+
+    items = ([item("test_verify_differential", f"t{i}", "slow") for i in range(4)]
+             + [item("test_many_fast", f"t{i}") for i in range(500)]
+             + [item("test_reformulate_engine", "t", "engine"), item("test_rollout_adaptive", "t", "slow")])
+    group = {it.nodeid: "lane" if "engine" in it.nodeid or "adaptive" in it.nodeid else it.module.__name__
+             for it in items}
+    cost = group_costs(items, group)
+    assert cost["lane"] == MEASURED_S["test_reformulate_engine"] + MEASURED_S["test_rollout_adaptive"]
+    assert cost["test_verify_differential"] == MEASURED_S["test_verify_differential"]
+    assert cost["test_many_fast"] == pytest.approx(500 * 0.2) and cost["test_many_fast"] < cost["test_verify_differential"]
+    assert [name for name in MEASURED_S if not (REPO / "tests" / f"{name}.py").is_file()] == []
