@@ -21,7 +21,11 @@ export PATH="$repo/.venv/bin:$PATH"
 unset PYTHONPATH  # run_in_order.sh puts the pinned passband on the path itself
 echo "$(date -u +%FT%TZ) start_in_background: run_in_order.sh from $repo" >>"$log"
 # setsid: a new session and process group whose id is this bash's pid (written before exec)
-setsid bash -c 'echo $$ >"$1"; exec nice -n 19 bash "$2"' _ "$pidfile" "$here/run_in_order.sh" \
+# nice alone is not enough where the kernel groups CPU time by session (sched_autogroup_enabled = 1): the new
+# session is an autogroup that gets an equal share beside every other session whatever its processes' nice, so the
+# autogroup itself is niced too
+setsid bash -c 'echo $$ >"$1"; echo 19 >/proc/self/autogroup 2>/dev/null || true; exec nice -n 19 bash "$2"' _ \
+  "$pidfile" "$here/run_in_order.sh" \
   >>"$log" 2>&1 </dev/null &
 for _ in $(seq 50); do [ -s "$pidfile" ] && break; sleep 0.1; done
 pgid="$(cat "$pidfile")"
