@@ -23,6 +23,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -51,6 +52,10 @@ class Registry(Mapping[str, T], Generic[T]):
         self._origin: dict[str, str] = {}
         self._scanned = package is None and scan is None
         self._scanning = False
+        # the first read scans; a second thread reading meanwhile waits for the whole scan (a half-filled registry
+        # would call a known name unknown), while the scanning thread's own reads (a module registering itself
+        # reads the registry) pass: re-entrant
+        self._lock = threading.RLock()
 
     # -- registration ----------------------------------------------------------------------------
     def add(self, name: str, obj: T, *, origin: str | None = None) -> T:
@@ -127,18 +132,21 @@ class Registry(Mapping[str, T], Generic[T]):
 
     # -- discovery ---------------------------------------------------------------------------------
     def _ensure(self) -> None:
-        if self._scanned or self._scanning:
+        if self._scanned:
             return
-        self._scanning = True
-        try:
-            if self.package is not None:
-                for module in modules_in(self.package):
-                    importlib.import_module(module)
-            if self._scan is not None:
-                self._scan(self)
-            self._scanned = True
-        finally:
-            self._scanning = False
+        with self._lock:
+            if self._scanned or self._scanning:  # done meanwhile, or this thread's own read during its scan
+                return
+            self._scanning = True
+            try:
+                if self.package is not None:
+                    for module in modules_in(self.package):
+                        importlib.import_module(module)
+                if self._scan is not None:
+                    self._scan(self)
+                self._scanned = True
+            finally:
+                self._scanning = False
 
 
 def origin_of(obj: Any) -> str:

@@ -420,3 +420,36 @@ def test_the_plugin_docs_show_each_kind_as_one_file():
     for snippet in ("from pipeline.annotate.detectors import Hit, register", "@ENGINES.register", "license:", "plugins:",
                     "from pipeline.verify.extract import register", "class Please(Reformulator):"):
         assert snippet in section, snippet
+
+
+def test_threads_reading_a_registry_during_its_first_scan_wait_for_all_of_it():
+    """Eight threads read a registry at once before it was ever read: each sees every plugin the scan registers,
+    none a half-filled registry (the scan here is slow on purpose, so the others arrive while it runs)."""
+    import threading
+    import time
+
+    from pipeline.plugins import Registry
+
+    def scan(reg):
+        for name in ("alpha", "beta", "gamma"):
+            reg.add(name, name.upper(), origin="test")
+            assert name in reg  # the scanning thread's own read passes (re-entrant), it does not wait for itself
+            time.sleep(0.05)
+
+    reg = Registry("thing", scan=scan)
+    barrier = threading.Barrier(8)
+    seen: list = [None] * 8
+
+    def read(k):
+        barrier.wait()
+        try:
+            seen[k] = reg.lookup("gamma"), sorted(reg)
+        except Exception as exc:  # what the unguarded scan gave: "unknown thing 'gamma'"
+            seen[k] = repr(exc)
+
+    threads = [threading.Thread(target=read, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [("GAMMA", ["alpha", "beta", "gamma"])] * 8
