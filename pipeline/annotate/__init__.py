@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipeline.annotate.stage import AnnotateResult, annotate_tables, open_inputs, run, set_config
+    from pipeline.annotate.stage import AnnotateResult, annotate_tables, open_inputs, run, set_config  # lazy: types only
 
 __all__ = ["AnnotateResult", "annotate_tables", "open_inputs", "run", "set_config"]
 
 
 def __getattr__(name: str):
     if name in __all__:
-        from pipeline.annotate import stage
+        from pipeline.annotate import stage  # lazy: a detector worker never loads the stage (above)
 
         return getattr(stage, name)
     raise AttributeError(f"module 'pipeline.annotate' has no attribute {name!r}")
