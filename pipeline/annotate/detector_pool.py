@@ -16,11 +16,9 @@ imported there, which registers it); the knobs as a dict, validated again there 
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing as mp
 import os
 import signal
-import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -32,8 +30,8 @@ import pyarrow as pa
 from pipeline.annotate.detectors import Detector, flag_options
 from pipeline.annotate.flag_runner import FlagCounts, run_detectors
 from pipeline.errors import PassbandError
+from pipeline.lifetime import die_with_parent
 
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 IN_FLIGHT_PER_WORKER = 2  # batches queued per worker: one running, one ready, so no worker waits on the parent
 
 _WORKER: dict[str, Any] = {}
@@ -43,19 +41,9 @@ class DetectorPoolError(PassbandError):
     """A detector worker died (the OOM killer, a segfault): the stage stops with one line."""
 
 
-def _die_with(parent_pid: int) -> None:
-    """SIGKILL this worker when the stage process exits (Linux; elsewhere it ends when its pipe closes)."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != parent_pid:  # the stage died before the prctl: its signal will never come
-        os._exit(1)
-
-
 def _init(parent_pid: int, detectors: list[Detector], options: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the stage, which shuts the pool down
-    _die_with(parent_pid)
+    die_with_parent(parent_pid)  # elsewhere than Linux it ends when its pipe closes
     _WORKER["detectors"] = detectors
     _WORKER["opts"] = flag_options(options, where="annotate.options")
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import ctypes
 import io
 import math
 import multiprocessing as mp
@@ -53,7 +52,6 @@ import multiprocessing.connection as mpc
 import os
 import resource
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -63,6 +61,7 @@ from multiprocessing.context import set_spawning_popen
 
 from pipeline.errors import PassbandError
 from pipeline.gold import parse_gold
+from pipeline.lifetime import die_with_parent
 from pipeline.verify.grader import Grade, GradeOptions, grade
 
 _CTX: mp.context.BaseContext | None = None
@@ -140,7 +139,6 @@ _ITEM, _WALL, _CPU, _PHASE = 0, 1, 2, 3
 _PHASES = {0: "grading the answer", 1: "parsing the gold"}
 
 
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # CPU seconds a worker may run past an item's bound before its own RLIMIT_CPU stops it: the parent's kill comes first
 _CPU_GRACE_S = 1.0
 # a worker that is runnable but gets too little of a core (a loaded machine) keeps its item up to this many
@@ -159,12 +157,7 @@ def _die_with(server_pid: int) -> None:
         with contextlib.suppress(OSError):
             os.close(alive)
         forkserver._forkserver._forkserver_alive_fd = None
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != server_pid:  # the forkserver died before the prctl: its signal will never come
-        os._exit(1)
+    die_with_parent(server_pid)
 
 
 def _cpu_limit(timeout_s: float) -> None:
