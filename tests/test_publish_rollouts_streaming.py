@@ -4,24 +4,21 @@ DuckDB's memory limit. A failure of DuckDB while building it is one line, not a 
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from publish_tables import make_repo
-from rollout_tables import add_rollouts
+from rollout_tables import LONG, add_rollouts, long_texts  # LONG: 160 MB of text, far above DuckDB's limit below
 
 from pipeline.cli import cli
 from pipeline.publish import rollouts as ro
 
 pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
 
-LONG = 800_000  # characters a completion: the job's text (160 MB here) far above the DuckDB limit below
 
 
 def publish(root: Path):
@@ -31,27 +28,6 @@ def publish(root: Path):
 def config_files(root: Path) -> dict[str, bytes]:
     folder = root / "data/published/data/rollouts"
     return {p.name: p.read_bytes() for p in sorted(folder.glob("*.parquet"))}
-
-
-def long_texts(root: Path, *, shuffle: bool) -> None:
-    """Each set's rollouts with 800 kB completions; ``shuffle``: their rows in random order over three shards of
-    several row groups each, so the config's order is nowhere the shards' order."""
-    for base in (root / "data/rollouts", root / "data/reformulated/rollouts"):
-        (path,) = base.glob("*.parquet")
-        table = pq.read_table(path)
-        pad = [(c + " " + f"step {i}; " * (LONG // 6))[:LONG] for i, c in enumerate(table["completion"].to_pylist())]
-        table = table.set_column(table.schema.get_field_index("completion"), "completion", pa.array(pad))
-        if not shuffle:
-            pq.write_table(table, path, compression="zstd")
-            continue
-        path.unlink()
-        order = list(range(table.num_rows))
-        random.Random(7).shuffle(order)
-        table = table.take(order)
-        third = -(-table.num_rows // 3)
-        for i in range(3):
-            pq.write_table(table.slice(i * third, third), base / f"part-{i}.parquet", compression="zstd",
-                           row_group_size=17)
 
 
 @pytest.fixture(scope="module")

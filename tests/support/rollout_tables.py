@@ -9,8 +9,11 @@ The unmeasured problems get rollouts too (they are not published, so their rollo
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from publish_tables import MAIN, OTHER_ID, OTHER_MEASURED, PRIMARY_ID, REFORM, VERIFIER, K
 
 from pipeline.io import write_table
@@ -18,6 +21,7 @@ from pipeline.schema import schema
 
 OTHER_VERIFIER = "math-verify/0.8.0/cfg_ffffffffffff"
 EXTRA = 2  # samples past K per (problem, policy)
+LONG = 800_000  # characters a completion after long_texts
 
 
 def measured() -> list[tuple[str, str, int | None, bool]]:
@@ -54,3 +58,24 @@ def add_rollouts(root: Path) -> Path:
         write_table(schema("verdicts").from_rows(g["v"]), base / "verdicts/part-0.parquet", name="verdicts")
         write_table(schema("flags").from_rows(g["f"]), base / "flags/part-0.parquet", name="flags")
     return root
+
+
+def long_texts(root: Path, *, shuffle: bool) -> None:
+    """Each set's rollouts with ``LONG``-character completions; ``shuffle``: their rows in random order over three
+    shards of several row groups each, so no consumer's order is the shards' order."""
+    for base in (root / "data/rollouts", root / "data/reformulated/rollouts"):
+        (path,) = base.glob("*.parquet")
+        table = pq.read_table(path)
+        pad = [(c + " " + f"step {i}; " * (LONG // 6))[:LONG] for i, c in enumerate(table["completion"].to_pylist())]
+        table = table.set_column(table.schema.get_field_index("completion"), "completion", pa.array(pad))
+        if not shuffle:
+            pq.write_table(table, path, compression="zstd")
+            continue
+        path.unlink()
+        order = list(range(table.num_rows))
+        random.Random(7).shuffle(order)
+        table = table.take(order)
+        third = -(-table.num_rows // 3)
+        for i in range(3):
+            pq.write_table(table.slice(i * third, third), base / f"part-{i}.parquet", compression="zstd",
+                           row_group_size=17)
