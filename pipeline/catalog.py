@@ -75,6 +75,11 @@ def table_dirs(params: Params) -> dict[str, list[str]]:
     return dirs
 
 
+def rollout_files(params: Params, *, root: Path) -> list[str]:
+    """Every set's rollouts shards (the files the ``rollouts`` view reads), absolute."""
+    return [str(p) for d in table_dirs(params)["rollouts"] for p in shard_paths(Path(root).resolve() / d)]
+
+
 def _abs_dir(root: Path, d: str) -> str:
     return os.path.normpath(root / d)
 

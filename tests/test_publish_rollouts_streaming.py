@@ -49,13 +49,13 @@ def test_small_buckets_a_tiny_memory_limit_and_shuffled_shards_publish_the_same_
     assert text > 2 * ro.MEMORY_LIMIT_MB * 2**20  # the text could not pass through DuckDB's sort in memory
     monkeypatch.setattr(ro, "BUCKET_BYTES", 3 * LONG)  # a bucket: ~3 completions
     buckets: set[int] = set()
-    real = ro._scatter
+    real = ro.scatter
 
-    def counting(con, spill):
-        real(con, spill)
+    def counting(con, places, spill):
+        real(con, places, spill)
         buckets.update(int(p.stem.split("-")[1]) for p in spill.glob("bucket-*.arrow"))
 
-    monkeypatch.setattr(ro, "_scatter", counting)
+    monkeypatch.setattr(ro, "scatter", counting)
     result = publish(root)
     assert result.exit_code == 0, result.output
     assert len(buckets) > 20  # the text went through many buckets, one at a time
@@ -72,7 +72,7 @@ def test_a_duckdb_failure_is_one_line(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block of size 256.0 KiB")
 
-    monkeypatch.setattr(ro, "_scatter", fail)
+    monkeypatch.setattr(ro, "scatter", fail)
     result = publish(root)
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [

@@ -30,24 +30,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.catalog import open_views, table_dirs
+from pipeline.catalog import open_views
 from pipeline.config import Params
-from pipeline.io import shard_paths
-from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset, PublishError
+from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
 from pipeline.sqltext import sql_list
+from pipeline.text_gather import BUCKET_BYTES as TEXT_BUCKET_BYTES
+from pipeline.text_gather import BUCKET_SQL, bucket_bytes, files_table, rows_in_order, scatter, sizes, with_text
 
 CONFIG = "rollouts"
 MEMORY_LIMIT_MB = 512  # DuckDB's limit for the keys' join and sort; it spills to the spill folder past it
 SHARD_BYTES = 256 << 20  # a shard also stops at this much completion text (the Hub's viewer wants shards < ~500 MB)
 ROW_GROUP = 256  # rows per Parquet row group, fixed so the files do not depend on DuckDB's batch sizes
-BATCH = 4096  # rows fetched from DuckDB at a time
-BUCKET_BYTES = 16 << 20  # completion text gathered per bucket: what the config's rows are built from at a time
-MAX_BUCKETS = 512  # bucket files open at once while gathering (a job past 8 GB of text gets bigger buckets)
+BUCKET_BYTES = TEXT_BUCKET_BYTES  # completion text gathered per bucket (pipeline/text_gather.py)
 
 # (name, type, nullable, description): the card's column table is read from here
 COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
@@ -102,11 +99,9 @@ WITH f AS (
                         AND v.verifier_id = i.verifier_id
     LEFT JOIN f ON f.problem_id = r.problem_id AND f.policy_id = r.policy_id AND f.sample_idx = r.sample_idx
 )
-SELECT *, (coalesce(sum(size) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) // $bucket)::BIGINT
-          AS bucket
+SELECT *, {bucket_sql}
 FROM s
 """
-_TEXT = pa.schema([("pos", pa.int64()), ("completion", pa.string())])
 
 
 @dataclass
@@ -217,93 +212,15 @@ def _row(group: list[dict]) -> dict:
     }
 
 
-def rollout_files(params: Params, *, root: Path) -> list[str]:
-    """Every set's rollouts shards (the files the catalog's ``rollouts`` view reads), absolute."""
-    return [str(p) for d in table_dirs(params)["rollouts"] for p in shard_paths(Path(root).resolve() / d)]
-
-
-def _sizes(files: list[str]) -> pa.Table:
-    """Every rollout's completion size in bytes, by (file index, row): read one row group's text at a time."""
-    parts = []
-    for i, file in enumerate(files):
-        pf = pq.ParquetFile(file)
-        start = 0
-        for rg in range(pf.num_row_groups):
-            size = pc.binary_length(pf.read_row_group(rg, columns=["completion"]).column(0)).cast(pa.int64())
-            n = len(size)
-            parts.append(pa.table({"file_idx": pa.array(np.full(n, i, dtype=np.int32)),
-                                   "file_row": pa.array(np.arange(start, start + n, dtype=np.int64)), "size": size}))
-            start += n
-    schema = pa.schema([("file_idx", pa.int32()), ("file_row", pa.int64()), ("size", pa.int64())])
-    return pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
-
-
-def _scatter(con: duckdb.DuckDBPyConnection, spill: Path) -> None:
-    """Read every needed completion once, shard by shard and row group by row group (the completion column only),
-    and append it with its position to its bucket's file under ``spill``: memory holds one row group."""
-    writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
-
-    def gather(file: str, rows: np.ndarray, pos: np.ndarray, bucket: np.ndarray) -> None:
-        pf = pq.ParquetFile(file)
-        start = 0
-        for rg in range(pf.num_row_groups):
-            n = pf.metadata.row_group(rg).num_rows
-            here = (rows >= start) & (rows < start + n)
-            if here.any():
-                text = pf.read_row_group(rg, columns=["completion"]).column(0).combine_chunks()
-                taken = text.take(pa.array(rows[here] - start))
-                for b in np.unique(bucket[here]):
-                    sel = bucket[here] == b
-                    if b not in writers:
-                        writers[b] = pa.ipc.new_file(spill / f"bucket-{b:08d}.arrow", _TEXT)
-                    writers[b].write_batch(pa.record_batch([pa.array(pos[here][sel]), taken.filter(pa.array(sel))],
-                                                           schema=_TEXT))
-            start += n
-
-    try:
-        reader = con.sql("SELECT file, file_row, pos, bucket FROM _samples ORDER BY file, file_row, pos"
-                         ).to_arrow_reader(BATCH)
-        pending: list[pa.RecordBatch] = []  # one file's requests (at most its rows, and their duplicates)
-
-        def flush() -> None:
-            t = pa.Table.from_batches(pending)
-            gather(t["file"][0].as_py(), *(t[c].to_numpy() for c in ("file_row", "pos", "bucket")))
-            pending.clear()
-
-        for batch in reader:
-            files = batch.column("file")
-            for value in pc.unique(files).to_pylist():  # in order: the batch is sorted by file
-                part = batch.filter(pc.equal(files, value))
-                if pending and pending[0]["file"][0].as_py() != value:
-                    flush()
-                pending.append(part)
-        if pending:
-            flush()
-    finally:
-        for w in writers.values():
-            w.close()
-
-
 def _samples(con: duckdb.DuckDBPyConnection, items_table: pa.Table, spill: Path):
     """Every counted sample, in the config's order, with its item's columns and its completion: the keys from
     ``_samples`` in order, the text from one bucket file at a time (a bucket's text, never the job's, in memory)."""
     item_rows = [{**r, "n_rollouts": r.pop("n")} for r in items_table.drop_columns(["split_order", "item"]).to_pylist()]
-    reader = con.sql("SELECT pos, item, sample_idx, finish_reason, n_tokens, status, extracted, flags, bucket "
-                     "FROM _samples ORDER BY pos").to_arrow_reader(BATCH)
-    loaded, texts, first = None, [], 0
-    for batch in reader:
-        for s in batch.to_pylist():
-            if s["bucket"] != loaded:
-                path = spill / f"bucket-{s['bucket']:08d}.arrow"
-                with pa.memory_map(str(path)) as source:
-                    t = pa.ipc.open_file(source).read_all().sort_by("pos")
-                texts, first, loaded = t["completion"].to_pylist(), t["pos"][0].as_py(), s["bucket"]
-                if t["pos"][-1].as_py() - first + 1 != len(texts):  # every position once: a bucket is a run
-                    raise PublishError(f"publish: bucket {path.name} does not hold one run of positions")
-                del t
-                path.unlink()
-            yield {**item_rows[s["item"]], "completion": texts[s["pos"] - first], "finish_reason": s["finish_reason"],
-                   "n_tokens": s["n_tokens"], "status": s["status"], "extracted": s["extracted"], "flags": s["flags"]}
+    keys = rows_in_order(con, "SELECT pos, item, sample_idx, finish_reason, n_tokens, status, extracted, flags, bucket "
+                              "FROM _samples ORDER BY pos")
+    for s, text in with_text(keys, spill, what="publish"):
+        yield {**item_rows[s["item"]], "completion": text, "finish_reason": s["finish_reason"],
+               "n_tokens": s["n_tokens"], "status": s["status"], "extracted": s["extracted"], "flags": s["flags"]}
 
 
 def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str], staging: Path, temp_dir: Path,
@@ -317,16 +234,16 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str],
         return summary
     items_table = items(dataset)
     con.register("_publish_items", items_table)
-    con.register("_publish_files", pa.table({"file_idx": pa.array(range(len(files)), pa.int32()), "file": files}))
-    sizes = _sizes(files)
-    con.register("_publish_sizes", sizes)
-    bucket = max(BUCKET_BYTES, -(-(pc.sum(sizes["size"]).as_py() or 0) // MAX_BUCKETS))
-    con.execute(SAMPLES_SQL.format(files=sql_list(files)), {"max": max_per_item, "bucket": bucket})
+    con.register("_publish_files", files_table(files))
+    size_table = sizes(files)
+    con.register("_publish_sizes", size_table)
+    bucket = bucket_bytes(size_table, bucket=BUCKET_BYTES)
+    con.execute(SAMPLES_SQL.format(files=sql_list(files), bucket_sql=BUCKET_SQL), {"max": max_per_item, "bucket": bucket})
     spill = Path(tempfile.mkdtemp(dir=temp_dir, prefix="buckets-"))
     writers: dict[str, _SplitWriter] = {}
     paths: list[Path] = []
     try:
-        _scatter(con, spill)
+        scatter(con, "_samples", spill)
         group: list[dict] = []
 
         def emit() -> None:

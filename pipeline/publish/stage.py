@@ -18,6 +18,7 @@ import yaml
 
 from pipeline import __version__
 from pipeline.bands import LEARNABLE
+from pipeline.catalog import rollout_files
 from pipeline.config import ConfigError, Params
 from pipeline.errors import explain
 from pipeline.ingest.presets import get_preset
@@ -350,7 +351,7 @@ def _write_rollouts(params: Params, dataset: Dataset, *, root: Path, staging: Pa
         try:
             con = ro.open_tables(params, root=root, temp_dir=Path(spill))
             try:
-                return ro.write(con, dataset, files=ro.rollout_files(params, root=root), staging=staging,
+                return ro.write(con, dataset, files=rollout_files(params, root=root), staging=staging,
                                 temp_dir=Path(spill), max_per_item=params.publish.max_rollouts_per_item,
                                 shard_rows=params.publish.shard_rows)
             finally:

@@ -3,7 +3,8 @@
 Two queries sorted by ``problem_id`` are merged here one item at a time: the items (problem, its measurements
 by every policy, its children, the flags seen on it) and the shown rollouts (the first ones counted in each
 pass rate, at most ``max_rollouts`` per item and policy, with the verdict of the verifier the difficulty row
-names and the flags that fired). DuckDB sorts under its memory limit, spilling past it.
+names and the flags that fired). DuckDB sorts the shown rollouts' keys under its memory limit, spilling past it;
+their text is gathered into buckets and read back one bucket at a time (pipeline/text_gather.py), never sorted.
 A record (what ``items/NNNNN.js`` holds)::
 
     {"id": "p_1c2e...", "source": "synthetic", "split": "train", "question": "What is 52 - 27?", "gold": "25",
@@ -17,12 +18,15 @@ A record (what ``items/NNNNN.js`` holds)::
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import duckdb
 
+from pipeline import text_gather
+from pipeline.sqltext import sql_list
 from pipeline.thinking import split as split_thinking
 
-BATCH = 2048  # rows fetched from DuckDB at a time
+BUCKET_BYTES = text_gather.BUCKET_BYTES  # shown text gathered per bucket
 
 ITEMS_SQL = """
 WITH pol AS (SELECT policy_id, any_value(name) AS name FROM policies GROUP BY policy_id),
@@ -45,25 +49,51 @@ LEFT JOIN meas m USING (problem_id) LEFT JOIN kids k USING (problem_id) LEFT JOI
 ORDER BY p.problem_id
 """
 
-ROLLOUTS_SQL = """
+SHOWN_SQL = """
+CREATE OR REPLACE TABLE _shown AS
 WITH f AS (
-    SELECT problem_id, policy_id, sample_idx, list({'flag': flag, 'evidence': evidence} ORDER BY flag) AS flags
+    SELECT problem_id, policy_id, sample_idx, list({{'flag': flag, 'evidence': evidence}} ORDER BY flag) AS flags
     FROM flags GROUP BY ALL
+), r AS (
+    SELECT k.problem_id, k.policy_id, k.sample_idx, k.finish_reason, z.size, k.filename AS file,
+           k.file_row_number AS file_row
+    FROM read_parquet({files}, filename = true, file_row_number = true) k
+    JOIN _report_files p ON p.file = k.filename
+    JOIN _report_sizes z ON z.file_idx = p.file_idx AND z.file_row = k.file_row_number
+), s AS (
+    SELECT row_number() OVER (ORDER BY r.problem_id, r.policy_id, r.sample_idx, r.file, r.file_row) - 1 AS pos,
+           r.problem_id, r.policy_id, r.sample_idx, r.finish_reason, r.size, r.file, r.file_row, v.status,
+           v.extracted, coalesce(f.flags, []) AS flags
+    FROM difficulty d
+    JOIN r ON r.problem_id = d.problem_id AND r.policy_id = d.policy_id AND r.sample_idx < least(d.n, $max)
+    LEFT JOIN verdicts v ON v.problem_id = r.problem_id AND v.policy_id = r.policy_id AND v.sample_idx = r.sample_idx
+                        AND v.verifier_id = d.verifier_id
+    LEFT JOIN f ON f.problem_id = r.problem_id AND f.policy_id = r.policy_id AND f.sample_idx = r.sample_idx
 )
-SELECT r.problem_id, r.policy_id, r.sample_idx, r.completion, r.finish_reason, v.status, v.extracted,
-       coalesce(f.flags, []) AS flags
-FROM difficulty d
-JOIN rollouts r ON r.problem_id = d.problem_id AND r.policy_id = d.policy_id AND r.sample_idx < least(d.n, $max)
-LEFT JOIN verdicts v ON v.problem_id = r.problem_id AND v.policy_id = r.policy_id AND v.sample_idx = r.sample_idx
-                    AND v.verifier_id = d.verifier_id
-LEFT JOIN f ON f.problem_id = r.problem_id AND f.policy_id = r.policy_id AND f.sample_idx = r.sample_idx
-ORDER BY r.problem_id, r.policy_id, r.sample_idx
+SELECT *, {bucket_sql} FROM s
 """
 
 
-def _stream(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> Iterator[dict]:
-    for batch in con.sql(sql, params=params or {}).to_arrow_reader(BATCH):
-        yield from batch.to_pylist()
+def _shown(con: duckdb.DuckDBPyConnection, *, max_rollouts: int, files: list[str], spill: Path) -> Iterator[dict]:
+    """The shown rollouts in (problem, policy, sample) order, each with its completion: DuckDB sorts their keys
+    (the table ``_shown``, no text), the text is gathered into buckets under ``spill`` (pipeline/text_gather.py)."""
+    if not files:
+        return
+    size_table = text_gather.sizes(files)
+    con.register("_report_files", text_gather.files_table(files))
+    con.register("_report_sizes", size_table)
+    con.execute(SHOWN_SQL.format(files=sql_list(files), bucket_sql=text_gather.BUCKET_SQL),
+                {"max": max_rollouts, "bucket": text_gather.bucket_bytes(size_table, bucket=BUCKET_BYTES)})
+    con.unregister("_report_files")
+    con.unregister("_report_sizes")
+    text_gather.scatter(con, "_shown", spill)
+    keys = text_gather.rows_in_order(con, "SELECT pos, bucket, problem_id, policy_id, sample_idx, finish_reason, "
+                                          "status, extracted, flags FROM _shown ORDER BY pos")
+    try:
+        for r, completion in text_gather.with_text(keys, spill, what="report"):
+            yield {**r, "completion": completion}
+    finally:
+        con.execute("DROP TABLE IF EXISTS _shown")
 
 
 def _rollout(r: dict) -> dict:
@@ -89,12 +119,13 @@ def _record(item: dict, rollouts: list[dict]) -> dict:
             "method": item["method"], "children": item["children"], "flags": item["flags"], "policies": policies}
 
 
-def records(con: duckdb.DuckDBPyConnection, *, max_rollouts: int) -> Iterator[dict]:
+def records(con: duckdb.DuckDBPyConnection, *, max_rollouts: int, files: list[str], spill: Path) -> Iterator[dict]:
     """Every problem's record, in ``problem_id`` order, with at most ``max_rollouts`` rollouts per policy.
 
-    Both queries run on their own cursor of ``con`` so they stream side by side."""
-    items = _stream(con.cursor(), ITEMS_SQL)
-    samples = _stream(con.cursor(), ROLLOUTS_SQL, {"max": max_rollouts})
+    ``files``: every set's rollouts shards (:func:`pipeline.catalog.rollout_files`); ``spill``: a folder for the
+    text's buckets. The items and the shown rollouts stream side by side, each on its own cursor of ``con``."""
+    items = text_gather.rows_in_order(con.cursor(), ITEMS_SQL)
+    samples = _shown(con.cursor(), max_rollouts=max_rollouts, files=files, spill=spill)
     pending = next(samples, None)
     for item in items:
         pid = item["problem_id"]

@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.catalog import rollout_files
 from pipeline.config import Params
 from pipeline.io import follow_umask, swap_dirs
 from pipeline.ownership import check_target, remove_tree, report_proof
@@ -26,10 +27,12 @@ class ReportResult:
 
 
 def build(con, folder: Path, *, max_rollouts: int, items_per_file: int, index_rows_per_file: int,
-          listed: int) -> ReportResult:
-    """The pure core: the views of ``con`` in, every file of the report under ``folder`` out."""
+          listed: int, files: list[str], spill: Path) -> ReportResult:
+    """The pure core: the views of ``con`` and the rollouts shards ``files`` in, every file of the report under
+    ``folder`` out; ``spill`` holds the shown text's buckets meanwhile."""
     s = queries.summary(con, listed=listed)
-    w = site.write_site(folder, s, items.records(con, max_rollouts=max_rollouts), max_rollouts=max_rollouts,
+    records = items.records(con, max_rollouts=max_rollouts, files=files, spill=spill)
+    w = site.write_site(folder, s, records, max_rollouts=max_rollouts,
                         items_per_file=items_per_file, index_rows_per_file=index_rows_per_file)
     return ReportResult(folder=folder, info=site.write_info(folder, w, max_rollouts=max_rollouts), summary=s)
 
@@ -56,7 +59,8 @@ def run(params: Params, *, root: Path = Path(".")) -> ReportResult:
             con = queries.open_tables(params, root=root, temp_dir=Path(spill))
             try:
                 result = build(con, staging, max_rollouts=cfg.max_rollouts_per_item, items_per_file=cfg.items_per_file,
-                               index_rows_per_file=cfg.index_rows_per_file, listed=cfg.listed)
+                               index_rows_per_file=cfg.index_rows_per_file, listed=cfg.listed,
+                               files=rollout_files(params, root=root), spill=Path(spill))
             finally:
                 con.close()
         check()  # again, just before the swap: the folder may have changed while this one was written
