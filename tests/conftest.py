@@ -42,8 +42,8 @@ MEASURED_S = {
     "test_reformulate_engine": 560, "test_rollout_adaptive": 320, "test_engines_ray": 250, "test_rollout_engine": 220,
     "test_verify_engine": 150, "test_rewards_callers": 80,
     # real engines (or TRL) of their own
-    "test_band_value": 470, "test_faults_engine": 340, "test_train_grpo": 190, "test_engines_logs": 160,
-    "test_train_recorder": 130,
+    "test_band_value": 470, "test_faults_engine": 340, "test_engines_logs": 160,
+    "test_train_recorder": 170,
     # module fixtures and long single tests
     "test_hostile_suite": 250, "test_verify_differential": 230, "test_faults_dvc": 120, "test_suite_under_load": 110,
     "test_ingest_sources": 90, "test_dvc_reproducible": 80, "test_probe_reports": 60,

@@ -214,9 +214,12 @@ def test_window_policy_ids_depend_on_run_window_and_base():
 @pytest.mark.slow
 @pytest.mark.timing  # the recorder's share of the run: a ratio of two wall-clock figures of one run
 def test_real_grpo_run_records_and_samples(embedded_model_dir, tmp_path):
-    """3 GRPO steps on the embedded model with the recorder and the sampler together."""
+    """3 GRPO steps on the embedded model with the recorder and the sampler together; the checkpoint it writes is
+    what vLLM measures (the one real GRPO run of the unit suites: test_train_grpo.py's smoke run was folded in)."""
+    import json
+
     from pipeline.rollout.prompts import load_template, render
-    from pipeline.train.grpo import GrpoConfig, newline_token_ids, train_arm
+    from pipeline.train.grpo import GrpoConfig, newline_token_ids, train_arm, weights_digest
 
     rows = [{"question": q, "answer": a, "problem_id": PIDS[q]} for q, a in QUESTIONS.items()]
     rows.append({"question": "What is 9 + 1?", "answer": "10", "problem_id": problem_id("What is 9 + 1?")})
@@ -247,3 +250,16 @@ def test_real_grpo_run_records_and_samples(embedded_model_dir, tmp_path):
                                     problems_table(), config=AnnotateConfig(), verifier_id=rec.verifier_id)
     assert set(difficulty.column("policy_id").to_pylist()) == {p["policy_id"] for p in pols}
     assert rec.stats.recording_seconds < 0.05 * res.seconds
+    assert all(0.0 <= r["reward"] <= 1.0 and 0.0 <= r["frac_reward_zero_std"] <= 1.0 for r in res.log)
+    out = tmp_path / "ckpt"
+    assert res.revision == weights_digest(out)
+    # beta = 0: the weights move exactly when some group's rewards differed (a non-zero advantage)
+    learned = any(r["frac_reward_zero_std"] < 1.0 for r in res.log)
+    assert (res.revision != weights_digest(embedded_model_dir)) == learned
+    assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
+    assert json.loads((out / "train_log.json").read_text())["log"] == res.log
+    assert not out.with_name("ckpt.tmp").exists() and not out.with_name(".ckpt.passband-tmp").exists()
+    # the training-time newline stop does not leak into the checkpoint that vLLM will measure
+    gen = json.loads((out / "generation_config.json").read_text())
+    base = json.loads((embedded_model_dir / "generation_config.json").read_text())
+    assert gen.get("eos_token_id") == base.get("eos_token_id")
