@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/annotate_longcot.py --rows 20000    # the issue's size (1.3 GB of text)
     .venv/bin/python benchmarks/annotate_longcot.py --rows 1000     # a quick look, with the estimate for 20,000
+    .venv/bin/python benchmarks/annotate_longcot.py --rows 4000 --workers 1 2   # one run per worker count: the speed-up
 
 Generates (once per row count) N rollouts of N/8 problems (k = 8) under benchmarks/out/annotate-longcot-<N>/ (never
 in the repository), each ~64 KB (~16k tokens at 4 characters a token): a reasoning-model-like completion built
@@ -21,7 +22,11 @@ Prints both, the stage's per-row cost and, for N < 20,000, the time the stage wo
 Memory is bounded, not constant: DuckDB holds the candidate rows up to ``annotate.memory_limit_mb`` (512 MB by
 default; it spills past it) and Python one batch of ``BATCH_TEXT_BYTES`` of text (32 MiB); measured peak RSS
 627 MiB at 1,000 rows, 987 MiB at 4,000, 1,187 MiB at 20,000 (965 s, 48 ms a rollout, on 2 shared cores;
-the raw scan 0.55 s).
+the raw scan 0.55 s). Every stage run is from scratch (``annotate.incremental`` off).
+
+28 Nov 2026, quiet 2-core box, 4,000 rows, ``--workers 1`` then ``--workers 2`` (two invocations back to back):
+438.1 s with one detector worker, 241.4 s with two: **1.81x**; CPU 108.8 and 117.3 ms a rollout (the workers'
+start-up and the batches' transfer); the stage's own peak 943 and 934 MiB (the workers' not counted).
 """
 
 from __future__ import annotations
@@ -144,17 +149,25 @@ def generate(out: Path, rows: int) -> None:
     (out / "done").write_text(vid + "\n")
 
 
-def phase(name: str, out: Path) -> dict:
+def phase(name: str, out: Path, workers: int | None = None) -> dict:
+    import resource
+
     import duckdb
 
     from pipeline.annotate import run
     from pipeline.config import load_params
 
     params = load_params(out / "params.yaml")
+    # from scratch every run: incremental annotate would keep the previous run's flags (its fingerprints match)
+    knobs = {"incremental": False} | ({} if workers is None else {"workers": workers})
+    params = params.model_copy(update={"annotate": params.annotate.model_copy(update=knobs)})
     t = time.perf_counter()
     if name == "stage":
         res = run(params, root=out, progress=False, plots=False)
-        return {"seconds": time.perf_counter() - t, "rollouts": res.samples, "flags": res.flags,
+        cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                  for f in ("ru_utime", "ru_stime"))  # the stage and its detector workers (reaped with the pool)
+        return {"seconds": time.perf_counter() - t, "cpu_s": cpu, "workers": params.annotate.workers,
+                "rollouts": res.samples, "flags": res.flags,
                 "detector_errors": res.detector_errors,
                 "flag_rates": {k: v for k, v in res.flag_rates.items() if v}}
     con = duckdb.connect(config={"memory_limit": f"{params.annotate.memory_limit_mb}MB"})
@@ -163,8 +176,10 @@ def phase(name: str, out: Path) -> dict:
     return {"seconds": time.perf_counter() - t, "rollouts": n, "chars": chars}
 
 
-def measure(name: str, out: Path) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--phase", name, "--out", str(out)], capture_output=True, text=True)
+def measure(name: str, out: Path, workers: int | None = None) -> dict:
+    extra = [] if workers is None else ["--workers", str(workers)]
+    proc = subprocess.run([sys.executable, __file__, "--phase", name, "--out", str(out), *extra], capture_output=True,
+                          text=True)
     if proc.returncode:
         raise SystemExit(f"phase {name} failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -175,9 +190,11 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--phase", choices=["stage", "raw"])
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--workers", type=int, nargs="+", default=None,
+                    help="annotate.workers for the stage, one run each (default: params, one per core)")
     a = ap.parse_args()
     if a.phase:
-        res = phase(a.phase, a.out)
+        res = phase(a.phase, a.out, a.workers[0] if a.workers else None)
         res["peak_mib"] = own_peak_mib()
         print(json.dumps(res))
         return
@@ -191,13 +208,21 @@ def main() -> None:
     print(f"raw scan: {raw['rollouts']:,} rows, {raw['chars'] / 1e6:,.0f} M characters "
           f"({raw['chars'] / raw['rollouts'] / 4:,.0f} tokens a row at 4 chars/token) in {raw['seconds']:.2f} s, "
           f"peak {raw['peak_mib']:.0f} MiB", flush=True)
-    stage = measure("stage", out)
-    if stage["rollouts"] != raw["rollouts"]:
-        raise SystemExit(f"the stage annotated {stage['rollouts']} of {raw['rollouts']} rollouts")
-    per_row = stage["seconds"] / stage["rollouts"]
-    print(f"stage: {stage['seconds']:.1f} s ({per_row * 1000:.1f} ms a rollout, {stage['seconds'] / raw['seconds']:.0f}x "
-          f"the raw scan), peak RSS {stage['peak_mib']:.0f} MiB (goal < 2048), {stage['flags']:,} flags, "
-          f"detector errors {stage['detector_errors'] or 'none'}")
+    walls = {}
+    for w in a.workers or [None]:
+        stage = measure("stage", out, w)
+        if stage["rollouts"] != raw["rollouts"]:
+            raise SystemExit(f"the stage annotated {stage['rollouts']} of {raw['rollouts']} rollouts")
+        per_row = stage["seconds"] / stage["rollouts"]
+        walls[stage["workers"]] = stage["seconds"]
+        print(f"stage ({stage['workers']} detector workers): {stage['seconds']:.1f} s ({per_row * 1000:.1f} ms a rollout, "
+              f"{stage['seconds'] / raw['seconds']:.0f}x the raw scan), CPU {1000 * stage['cpu_s'] / stage['rollouts']:.1f} "
+              f"ms a rollout, peak RSS {stage['peak_mib']:.0f} MiB (the stage's process; goal < 2048), "
+              f"{stage['flags']:,} flags, detector errors {stage['detector_errors'] or 'none'}", flush=True)
+    if len(walls) > 1:
+        one = walls.get(1)
+        print("speed-up over 1 worker: " + ", ".join(f"{w} workers {one / s:.2f}x" for w, s in walls.items()
+                                                     if one and w != 1))
     print(f"flag rates: {json.dumps({k: round(v, 3) for k, v in stage['flag_rates'].items()})}")
     if a.rows < 20_000:
         print(f"estimate for 20,000 rollouts at this rate: {per_row * 20_000 / 60:.0f} min on this machine (memory: "
