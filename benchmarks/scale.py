@@ -488,13 +488,6 @@ def annotate_check(source: Path, args) -> dict:
     print(f"[annotate {source.name}] 2 workers ...", flush=True)
     two = annotate(args.annotate_workers, False)
     full = outputs()
-    if args.speedup_only:
-        res = {"rollouts": n, "one_worker": one, "workers": args.annotate_workers, "all_workers": two,
-               "speedup_wall": one["wall_s"] / two["wall_s"], "speedup_only": True}
-        for m in (one, two):
-            m.pop("output", None)
-        print(json.dumps({k: v for k, v in res.items() if not isinstance(v, dict)}), flush=True)
-        return res
     for t in ("flags", "difficulty"):
         shutil.rmtree(job / "data" / t)
     for t, table in tables.items():  # the job less 5 %, then the 5 % as a shard of their own
@@ -592,8 +585,6 @@ def main() -> int:
                    help="kept jobs (--keep) whose verified tables annotate is measured on (1 vs --annotate-workers "
                         "workers, +5 %% incremental); nothing else runs")
     p.add_argument("--annotate-workers", type=int, default=2)
-    p.add_argument("--speedup-only", action="store_true",
-                   help="with --annotate-job: only the 1 vs --annotate-workers runs (no 95 %% / +5 %% runs)")
     p.add_argument("--rerun", nargs="+", choices=["catalog", "publish"], default=None,
                    help="only these stages again, on the jobs --keep left at --sizes (no build)")
     args = p.parse_args()

@@ -4,9 +4,10 @@ A stage that lists rollouts in an order of its own (publish's rollouts config, t
 their keys and short columns in DuckDB, and gathers the text with pyarrow:
 
 1. :func:`sizes`: every rollout's completion size in bytes by (file index, row), one row group at a time;
-2. the caller's SQL gives each wanted rollout its place ``pos`` (0, 1, ... in the caller's order), its ``file``
-   and ``file_row`` (``read_parquet(..., filename = true, file_row_number = true)``) and a ``bucket``: consecutive
-   places holding about ``bucket_bytes`` of text (:func:`bucket_bytes`, :data:`BUCKET_SQL`);
+2. :func:`register_keys`: a view of every rollout's keys and short columns with its ``size``, ``file`` and
+   ``file_row``; the caller's SQL over it gives each wanted rollout its place ``pos`` (0, 1, ... in the caller's
+   order) and a ``bucket``: consecutive places holding about the bytes of text :func:`register_keys` returns
+   (:data:`BUCKET_SQL`);
 3. :func:`scatter`: one pass over the shards, row group by row group (the completion column only), appends each
    wanted completion with its place to its bucket's file in a spill folder;
 4. :func:`with_text`: the caller's rows, read in place order, each with its completion, read back one bucket at
@@ -29,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import PassbandError
+from pipeline.sqltext import sql_list
 
 BUCKET_BYTES = 16 << 20  # completion text gathered per bucket: what rows are built from at a time
 MAX_BUCKETS = 512  # bucket files open at once while gathering (a job past 8 GB of text gets bigger buckets)
@@ -38,11 +40,6 @@ BUCKET_SQL = ("(coalesce(sum(size) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRE
               "// $bucket)::BIGINT AS bucket")
 _TEXT = pa.schema([("pos", pa.int64()), ("completion", pa.string())])
 SIZES_SCHEMA = pa.schema([("file_idx", pa.int32()), ("file_row", pa.int64()), ("size", pa.int64())])
-
-
-def files_table(files: list[str]) -> pa.Table:
-    """(file_idx, file): register it beside :func:`sizes` to join ``read_parquet``'s ``filename`` to the sizes."""
-    return pa.table({"file_idx": pa.array(range(len(files)), pa.int32()), "file": files})
 
 
 def sizes(files: list[str]) -> pa.Table:
@@ -63,6 +60,23 @@ def sizes(files: list[str]) -> pa.Table:
 def bucket_bytes(size_table: pa.Table, *, bucket: int = BUCKET_BYTES, max_buckets: int = MAX_BUCKETS) -> int:
     """The bytes of text a bucket gathers: ``bucket``, or more where the text would need over ``max_buckets``."""
     return max(bucket, -(-(pc.sum(size_table["size"]).as_py() or 0) // max_buckets))
+
+
+def register_keys(con: duckdb.DuckDBPyConnection, files: list[str], *, name: str, bucket: int = BUCKET_BYTES) -> int:
+    """Create the temp view ``name`` on ``con``: every rollout of the shards ``files`` as (problem_id, policy_id,
+    sample_idx, finish_reason, n_tokens, size, file, file_row), no text; return the bytes of text a bucket gathers
+    (:func:`bucket_bytes`). The view reads two Arrow tables registered on ``con`` as ``<name>_files`` and
+    ``<name>_sizes``: keep them registered while it is read."""
+    size_table = sizes(files)
+    con.register(f"{name}_files", pa.table({"file_idx": pa.array(range(len(files)), pa.int32()), "file": files}))
+    con.register(f"{name}_sizes", size_table)
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW {name} AS
+        SELECT k.problem_id, k.policy_id, k.sample_idx, k.finish_reason, k.n_tokens, z.size, k.filename AS file,
+               k.file_row_number AS file_row
+        FROM read_parquet({sql_list(files)}, filename = true, file_row_number = true) k
+        JOIN {name}_files p ON p.file = k.filename
+        JOIN {name}_sizes z ON z.file_idx = p.file_idx AND z.file_row = k.file_row_number""")
+    return bucket_bytes(size_table, bucket=bucket)
 
 
 def scatter(con: duckdb.DuckDBPyConnection, places: str, spill: Path) -> None:

@@ -33,18 +33,17 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import text_gather
 from pipeline.catalog import open_views
 from pipeline.config import Params
 from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
-from pipeline.sqltext import sql_list
-from pipeline.text_gather import BUCKET_BYTES as TEXT_BUCKET_BYTES
-from pipeline.text_gather import BUCKET_SQL, bucket_bytes, files_table, rows_in_order, scatter, sizes, with_text
+from pipeline.text_gather import register_keys, rows_in_order, scatter, with_text
 
 CONFIG = "rollouts"
 MEMORY_LIMIT_MB = 512  # DuckDB's limit for the keys' join and sort; it spills to the spill folder past it
 SHARD_BYTES = 256 << 20  # a shard also stops at this much completion text (the Hub's viewer wants shards < ~500 MB)
 ROW_GROUP = 256  # rows per Parquet row group, fixed so the files do not depend on DuckDB's batch sizes
-BUCKET_BYTES = TEXT_BUCKET_BYTES  # completion text gathered per bucket (pipeline/text_gather.py)
+BUCKET_BYTES = text_gather.BUCKET_BYTES  # completion text gathered per bucket (pipeline/text_gather.py)
 
 # (name, type, nullable, description): the card's column table is read from here
 COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
@@ -82,19 +81,13 @@ SAMPLES_SQL = """
 CREATE TEMP TABLE _samples AS
 WITH f AS (
     SELECT problem_id, policy_id, sample_idx, list(flag ORDER BY flag) AS flags FROM flags GROUP BY ALL
-), r AS (
-    SELECT k.problem_id, k.policy_id, k.sample_idx, k.finish_reason, k.n_tokens, z.size, k.filename AS file,
-           k.file_row_number AS file_row
-    FROM read_parquet({files}, filename = true, file_row_number = true) k
-    JOIN _publish_files p ON p.file = k.filename
-    JOIN _publish_sizes z ON z.file_idx = p.file_idx AND z.file_row = k.file_row_number
 ), s AS (
     SELECT row_number() OVER (ORDER BY i.split_order, i.split, i.problem_id, i.policy, i.policy_id, r.sample_idx) - 1
                AS pos,
            i.item, r.sample_idx, r.file, r.file_row, r.size, r.finish_reason, r.n_tokens, v.status, v.extracted,
            coalesce(f.flags, []::VARCHAR[]) AS flags
     FROM _publish_items i
-    JOIN r ON r.problem_id = i.problem_id AND r.policy_id = i.policy_id AND r.sample_idx < least(i.n, $max)
+    JOIN _publish_keys r ON r.problem_id = i.problem_id AND r.policy_id = i.policy_id AND r.sample_idx < least(i.n, $max)
     LEFT JOIN verdicts v ON v.problem_id = r.problem_id AND v.policy_id = r.policy_id AND v.sample_idx = r.sample_idx
                         AND v.verifier_id = i.verifier_id
     LEFT JOIN f ON f.problem_id = r.problem_id AND f.policy_id = r.policy_id AND f.sample_idx = r.sample_idx
@@ -234,11 +227,8 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str],
         return summary
     items_table = items(dataset)
     con.register("_publish_items", items_table)
-    con.register("_publish_files", files_table(files))
-    size_table = sizes(files)
-    con.register("_publish_sizes", size_table)
-    bucket = bucket_bytes(size_table, bucket=BUCKET_BYTES)
-    con.execute(SAMPLES_SQL.format(files=sql_list(files), bucket_sql=BUCKET_SQL), {"max": max_per_item, "bucket": bucket})
+    bucket = register_keys(con, files, name="_publish_keys", bucket=BUCKET_BYTES)
+    con.execute(SAMPLES_SQL.format(bucket_sql=text_gather.BUCKET_SQL), {"max": max_per_item, "bucket": bucket})
     spill = Path(tempfile.mkdtemp(dir=temp_dir, prefix="buckets-"))
     writers: dict[str, _SplitWriter] = {}
     paths: list[Path] = []

@@ -23,7 +23,6 @@ from pathlib import Path
 import duckdb
 
 from pipeline import text_gather
-from pipeline.sqltext import sql_list
 from pipeline.thinking import split as split_thinking
 
 BUCKET_BYTES = text_gather.BUCKET_BYTES  # shown text gathered per bucket
@@ -54,18 +53,12 @@ CREATE OR REPLACE TABLE _shown AS
 WITH f AS (
     SELECT problem_id, policy_id, sample_idx, list({{'flag': flag, 'evidence': evidence}} ORDER BY flag) AS flags
     FROM flags GROUP BY ALL
-), r AS (
-    SELECT k.problem_id, k.policy_id, k.sample_idx, k.finish_reason, z.size, k.filename AS file,
-           k.file_row_number AS file_row
-    FROM read_parquet({files}, filename = true, file_row_number = true) k
-    JOIN _report_files p ON p.file = k.filename
-    JOIN _report_sizes z ON z.file_idx = p.file_idx AND z.file_row = k.file_row_number
 ), s AS (
     SELECT row_number() OVER (ORDER BY r.problem_id, r.policy_id, r.sample_idx, r.file, r.file_row) - 1 AS pos,
            r.problem_id, r.policy_id, r.sample_idx, r.finish_reason, r.size, r.file, r.file_row, v.status,
            v.extracted, coalesce(f.flags, []) AS flags
     FROM difficulty d
-    JOIN r ON r.problem_id = d.problem_id AND r.policy_id = d.policy_id AND r.sample_idx < least(d.n, $max)
+    JOIN _report_keys r ON r.problem_id = d.problem_id AND r.policy_id = d.policy_id AND r.sample_idx < least(d.n, $max)
     LEFT JOIN verdicts v ON v.problem_id = r.problem_id AND v.policy_id = r.policy_id AND v.sample_idx = r.sample_idx
                         AND v.verifier_id = d.verifier_id
     LEFT JOIN f ON f.problem_id = r.problem_id AND f.policy_id = r.policy_id AND f.sample_idx = r.sample_idx
@@ -79,13 +72,8 @@ def _shown(con: duckdb.DuckDBPyConnection, *, max_rollouts: int, files: list[str
     (the table ``_shown``, no text), the text is gathered into buckets under ``spill`` (pipeline/text_gather.py)."""
     if not files:
         return
-    size_table = text_gather.sizes(files)
-    con.register("_report_files", text_gather.files_table(files))
-    con.register("_report_sizes", size_table)
-    con.execute(SHOWN_SQL.format(files=sql_list(files), bucket_sql=text_gather.BUCKET_SQL),
-                {"max": max_rollouts, "bucket": text_gather.bucket_bytes(size_table, bucket=BUCKET_BYTES)})
-    con.unregister("_report_files")
-    con.unregister("_report_sizes")
+    bucket = text_gather.register_keys(con, files, name="_report_keys", bucket=BUCKET_BYTES)
+    con.execute(SHOWN_SQL.format(bucket_sql=text_gather.BUCKET_SQL), {"max": max_rollouts, "bucket": bucket})
     text_gather.scatter(con, "_shown", spill)
     keys = text_gather.rows_in_order(con, "SELECT pos, bucket, problem_id, policy_id, sample_idx, finish_reason, "
                                           "status, extracted, flags FROM _shown ORDER BY pos")
