@@ -35,18 +35,19 @@ SESSION_ENGINE_FIXTURES = frozenset({"vllm_engine", "shared_engine_factory"})
 
 # A file's cost in seconds, for the order the groups are handed out in: the files whose time is mostly one test
 # or a module fixture (the differential corpus, the hostile suite's runs), which a count of markers misjudges,
-# at their wall time in CI's longest tests (28 Nov 2026, the other worker busy); any other file is priced by
-# its markers. Only the order matters: a long file handed out last keeps one worker busy while the other idles.
+# at their wall time in a quiet run of the whole suite on two workers (28 Nov 2026, 14 min); any other file is
+# priced by its markers. Only the order matters: a long file handed out last keeps one worker busy while the other
+# idles.
 MEASURED_S = {
     # the engine lane's heaviest files
-    "test_reformulate_engine": 560, "test_rollout_adaptive": 320, "test_engines_ray": 250, "test_rollout_engine": 220,
-    "test_verify_engine": 150, "test_rewards_callers": 80,
+    "test_engines_ray": 235, "test_rollout_engine": 160, "test_reformulate_engine": 55, "test_verify_engine": 50,
+    "test_rollout_adaptive": 50, "test_verify_ray": 45, "test_rewards_callers": 20,
     # real engines (or TRL) of their own
-    "test_band_value": 470, "test_faults_engine": 340, "test_engines_logs": 160,
-    "test_train_recorder": 170,
+    "test_band_value": 150, "test_faults_engine": 95, "test_train_recorder": 90, "test_engines_logs": 30,
     # module fixtures and long single tests
-    "test_hostile_suite": 250, "test_verify_differential": 230, "test_faults_dvc": 120, "test_suite_under_load": 110,
-    "test_ingest_sources": 90, "test_dvc_reproducible": 80, "test_probe_reports": 60,
+    "test_hostile_suite": 105, "test_faults": 75, "test_verify_differential": 70, "test_faults_dvc": 60,
+    "test_dvc_reproducible": 45, "test_suite_under_load": 45, "test_rewards": 30, "test_ingest_sources": 30,
+    "test_probe_reports": 20,
 }
 
 
