@@ -15,14 +15,21 @@ files (``plugins/my_detector.py``, ``plugins/my_preset.yaml``, relative to param
 :func:`load_plugins` when the params load, before any name is checked. A ``.py`` file registers what it defines
 with the registry's ``register``; a ``.yaml`` file is a source preset (it holds ``hub``: :mod:`pipeline.ingest.presets`)
 or a prompt template (it holds ``template``: :mod:`pipeline.rollout.prompts`).
+
+Another process that runs passband's code for this one (a Ray task or actor, maybe on another node) gets the same
+plugins from :func:`shipped_plugins` (each loaded file's text, each module's name), loaded there by
+:func:`load_shipped`: the files need not exist on that node.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import os
 import pkgutil
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -166,6 +173,7 @@ def modules_in(package: str) -> list[str]:
 # -- the user's plugins --------------------------------------------------------------------------------
 
 _LOADED: dict[str, str] = {}  # what was loaded (resolved file or module name) -> the spec that named it
+_TEXT: dict[str, str] = {}  # a loaded file -> its text as loaded (what shipped_plugins sends)
 # a .yaml plugin's kind is told by a top-level key it must hold (a preset's `hub`, a prompt template's `template`);
 # the registries' modules install their loaders here (they sit above this module; pipeline.params_loader imports them)
 YAML_LOADERS: dict[str, tuple[str, Callable[[Path], None]]] = {}  # kind -> (its key, loader)
@@ -183,10 +191,15 @@ def load_plugins(specs: list[str], *, root: Path) -> None:
                 continue
             if not path.is_file():
                 raise ConfigError(f"plugins: {spec!r} is not a file (looked for {path})")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"plugins: {spec!r} cannot be read: {exc}") from None
             if path.suffix == ".py":
-                _import_file(spec, path)
+                _import_file(spec, path, text)
             else:
-                _load_yaml(spec, path)
+                _load_yaml(spec, path, text)
+            _TEXT[key] = text
         else:
             key = spec
             if key in _LOADED:
@@ -198,12 +211,12 @@ def load_plugins(specs: list[str], *, root: Path) -> None:
         _LOADED[key] = spec
 
 
-def _load_yaml(spec: str, path: Path) -> None:
+def _load_yaml(spec: str, path: Path, text: str) -> None:
     import yaml
 
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise ConfigError(f"plugins: {spec!r} is not a readable YAML file: {exc}") from None
     kinds = [(kind, load) for kind, (key, load) in sorted(YAML_LOADERS.items()) if isinstance(raw, dict) and key in raw]
     if len(kinds) != 1:
@@ -212,7 +225,8 @@ def _load_yaml(spec: str, path: Path) -> None:
     kinds[0][1](path)
 
 
-def _import_file(spec: str, path: Path) -> None:
+def _import_file(spec: str, path: Path, text: str) -> None:
+    """Run ``text`` (the file's, read once) as the module ``passband_plugin_<path>``, its ``__file__`` the path."""
     name = "passband_plugin_" + "".join(c if c.isalnum() else "_" for c in path.with_suffix("").as_posix().lstrip("/"))
     module_spec = importlib.util.spec_from_file_location(name, path)
     if module_spec is None or module_spec.loader is None:
@@ -220,7 +234,7 @@ def _import_file(spec: str, path: Path) -> None:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module
     try:
-        module_spec.loader.exec_module(module)
+        exec(compile(text, str(path), "exec"), module.__dict__)  # the user's own file, as importing it would
     except ConfigError as exc:
         sys.modules.pop(name, None)
         raise ConfigError(f"plugins: {spec}: {exc}") from None
@@ -229,4 +243,50 @@ def _import_file(spec: str, path: Path) -> None:
         raise ConfigError(f"plugins: {spec!r} failed to load: {type(exc).__name__}: {exc}") from None
 
 
-__all__ = ["YAML_LOADERS", "Registry", "load_plugins", "modules_in", "origin_of"]
+# -- the same plugins in another process ------------------------------------------------------------
+
+ShippedPlugin = tuple[str, str, str | None]  # (spec, file name, text); a module: (spec, "", None)
+_SHIPPED: dict[str, Path] = {}  # in a receiving process: a shipped file's sha256 -> where it was written
+_SHIP_DIR: list[Path] = []  # this process's private folder for them (made on first use)
+
+
+def shipped_plugins() -> list[ShippedPlugin]:
+    """What :func:`load_plugins` loaded in this process, in load order, as :func:`load_shipped` takes it in another:
+    a file's name and the text it was loaded from, a module's name."""
+    out: list[ShippedPlugin] = []
+    for key, spec in _LOADED.items():
+        if key in _TEXT:
+            out.append((spec, Path(key).name, _TEXT[key]))
+        else:
+            out.append((spec, "", None))
+    return out
+
+
+def load_shipped(plugins: list[ShippedPlugin]) -> None:
+    """Load :func:`shipped_plugins`' output in this process (a Ray worker's): each file written once into a private
+    folder of this process (``mkdtemp``, mode 0700) and loaded from there, each module imported. Loading the same
+    file text again does nothing; a plugin that fails to load is the same one-line :class:`ConfigError`."""
+    for spec, name, text in plugins:
+        if text is None:
+            load_plugins([spec], root=Path.cwd())
+            continue
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if digest in _SHIPPED:
+            continue
+        if not _SHIP_DIR:
+            _SHIP_DIR.append(Path(tempfile.mkdtemp(prefix="passband-plugins-")))
+        folder = _SHIP_DIR[0] / digest[:16]
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / Path(name).name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        try:
+            load_plugins([str(path)], root=_SHIP_DIR[0])
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace(str(path), spec)) from None
+        _SHIPPED[digest] = path
+
+
+__all__ = ["YAML_LOADERS", "Registry", "ShippedPlugin", "load_plugins", "load_shipped", "modules_in", "origin_of",
+           "shipped_plugins"]

@@ -64,6 +64,42 @@ def test_fake_replicas_match_the_in_process_engine():
     assert not ray.is_initialized()  # the local Ray it started is shut down on close
 
 
+ECHO = '''\
+"""An engine that answers its seed: a throwaway plugin."""
+from pipeline.engines.registry import ENGINES, Engine, Sample
+
+
+@ENGINES.register
+class SeedEcho(Engine):
+    name = "seed_echo"
+
+    def _stream(self, requests):
+        for r in requests:
+            for i, seed in enumerate(r.seeds):
+                yield Sample(r.id, i, seed, f" The answer is {seed}.", 5, "stop")
+'''
+
+
+def test_a_plugin_engine_reaches_the_replicas_from_its_text_not_its_file(tmp_path):
+    """Each replica is a fresh Ray worker (on a node that may not hold params.yaml's folder): the plugin's text
+    travels with it, so the file removed after the driver loaded it still makes every sample there."""
+    from pipeline.engines.registry import ENGINES
+    from pipeline.plugins import load_plugins
+
+    (tmp_path / "seed_echo.py").write_text(ECHO)
+    load_plugins(["seed_echo.py"], root=tmp_path)
+    try:
+        reqs = _requests(n=3, k=2)
+        want = create_engine("seed_echo", SPEC).generate(reqs)
+        (tmp_path / "seed_echo.py").unlink()
+        with create_engine("ray", SPEC, {"replicas": 1, "local_num_cpus": 1, "batch_size": 2,
+                                         "replica_engine": "seed_echo"}) as eng:
+            got = eng.generate(reqs)
+        assert got == want and {s.text for s in got} == {f" The answer is {s.seed}." for s in want}
+    finally:
+        ENGINES.remove("seed_echo")
+
+
 def test_a_replica_engine_error_stops_the_run_naming_the_request():
     eng = create_engine("ray", SPEC, {"replicas": 1, "local_num_cpus": 1, "batch_size": 2, "replica_engine": "fake",
                                       "replica_options": {"fail_after": 3}})

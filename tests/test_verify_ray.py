@@ -59,3 +59,39 @@ def test_a_worker_node_killed_mid_run_loses_no_verdict_and_doubles_none():
         assert cluster.procs["worker"].poll() is not None
     assert sum(seen) == 40 and len(seen) == 10
     assert got.verdicts.equals(local.verdicts)  # every rollout once, in order, with the local verdict
+
+
+FIRST_NUMBER = '''\
+"""An extractor that reads the first number of the completion: a throwaway plugin."""
+import re
+
+from pipeline.verify.extract import register
+
+
+@register("first_number")
+def first_number(completion):
+    """The first number in the completion."""
+    m = re.search(r"\\d+", completion)
+    return m.group() if m else None
+'''
+
+
+def test_a_plugin_extractor_reaches_the_tasks_from_its_text_not_its_file(tmp_path):
+    """A Ray worker is a fresh process (on a node that may not hold params.yaml's folder): the plugin file's text
+    travels with each task, so the file removed after the driver loaded it still decides every verdict there."""
+    from pipeline.plugins import load_plugins
+    from pipeline.verify.extract import EXTRACTORS
+
+    (tmp_path / "first_number.py").write_text(FIRST_NUMBER)
+    load_plugins(["first_number.py"], root=tmp_path)
+    try:
+        config = VerifyConfig(workers=1, timeout_s=5.0, extractors=["first_number"])
+        rollouts, problems = _tables()
+        local = verify(rollouts, problems, config=config)
+        assert local.statuses == {"incorrect": 16, "no_answer": 8}  # "i + 1 = ...": the plugin reads i, not the sum
+        assert set(local.verdicts.column("extractor").to_pylist()) == {"first_number", None}
+        (tmp_path / "first_number.py").unlink()
+        got = verify_on_ray(rollouts, problems, config=config, chunk_rows=8)
+        assert got.verdicts.equals(local.verdicts) and got.verifier_id == local.verifier_id
+    finally:
+        EXTRACTORS.remove("first_number")

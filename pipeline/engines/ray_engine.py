@@ -49,6 +49,7 @@ from pipeline.config import Model
 from pipeline.engines.registry import ENGINES, Engine, EngineError, ModelSpec, Request, Sample, create_engine, get_engine
 from pipeline.engines.vllm_env import allowed_cores, cpu_ranges
 from pipeline.errors import PassbandError
+from pipeline.plugins import ShippedPlugin, load_shipped, shipped_plugins
 
 _QUEUED_PER_REPLICA = 2
 
@@ -95,10 +96,12 @@ class RayOptions(Model):
 class _Replica:
     """One Ray actor: an engine of its own, started in ``__init__``."""
 
-    def __init__(self, engine: str, model: ModelSpec, options: dict[str, Any], root: str, env: dict[str, str]) -> None:
+    def __init__(self, engine: str, model: ModelSpec, options: dict[str, Any], root: str, env: dict[str, str],
+                 plugins: list[ShippedPlugin]) -> None:
         # before vLLM is imported; this replica's own value even where the worker inherited the
         # driver's (an in-process vllm engine in the driver sets VLLM_CPU_OMP_THREADS_BIND to every core)
         os.environ.update(env)
+        load_shipped(plugins)  # the user's plugins (an engine or a prompt template in a file), as the driver has them
 
         self.engine = create_engine(engine, model, options, root=Path(root))
         self.startup_s = self.engine.start()
@@ -170,8 +173,9 @@ class RayEngine(Engine):
         if opts.resources:
             placement["resources"] = dict(opts.resources)
         actor = ray.remote(_Replica).options(**placement)
+        plugins = shipped_plugins()
         self._replicas = [actor.remote(opts.replica_engine, self.model, options, str(Path(self.root).resolve()),
-                                       self._replica_env(rank, gpus))
+                                       self._replica_env(rank, gpus), plugins)
                           for rank in range(opts.replicas)]
         try:
             with _signals_unmasked():

@@ -10,7 +10,9 @@ Each task runs the same core function as the local stage, with its own worker po
 CPU-time and memory bounds and every verdict is the one the local pool gives (same code, same
 ``verifier_id``). A task lost with its node is re-run by Ray on another node
 (``max_retries``); the results are taken once per chunk, so no rollout is verified twice in
-the output. ``checks`` and ``restarts`` are summed over the chunks.
+the output. ``checks`` and ``restarts`` are summed over the chunks. The user's plugins (params.yaml's
+``plugins``: an extractor in a file) travel with each task (:func:`pipeline.plugins.shipped_plugins`), so a
+node that lacks the file verifies with it all the same.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ from collections.abc import Callable, Mapping
 import pyarrow as pa
 
 from pipeline.config import VerifyConfig, field_default
+from pipeline.plugins import ShippedPlugin, load_shipped, shipped_plugins
 from pipeline.verify.core import VerifyResult, verify
 from pipeline.verify.pool import VerifyError
 
 TASK_RETRIES = 3
 
 
-def _chunk(rollouts: pa.Table, problems: pa.Table, config: VerifyConfig, modes: dict[str, str]) -> VerifyResult:
+def _chunk(rollouts: pa.Table, problems: pa.Table, config: VerifyConfig, modes: dict[str, str],
+           plugins: list[ShippedPlugin]) -> VerifyResult:
+    load_shipped(plugins)
     return verify(rollouts, problems, config=config, modes=modes)
 
 
@@ -51,7 +56,9 @@ def verify_on_ray(rollouts: pa.Table, problems: pa.Table, *, config: VerifyConfi
     try:
         task = ray.remote(_chunk).options(num_cpus=config.workers, max_retries=TASK_RETRIES)
         starts = range(0, rollouts.num_rows, chunk_rows)
-        refs = [task.remote(rollouts.slice(a, chunk_rows), problems, config, dict(modes or {})) for a in starts]
+        plugins = ray.put(shipped_plugins())
+        refs = [task.remote(rollouts.slice(a, chunk_rows), problems, config, dict(modes or {}), plugins)
+                for a in starts]
         where = dict(zip(refs, starts, strict=True))
         done: dict[int, VerifyResult] = {}
         pending = list(refs)
