@@ -43,9 +43,13 @@ _FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 _DELIMS = re.compile(r"\\[()\[\]]|\$")
 _TIMES_X = re.compile(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])")
 # operators and '=' in words, between numbers: "58 plus 67 and you get 125" -> "58 + 67 = 125"
-_WORD_OPS = [(re.compile(rf"(?<=[\d)%])\s+(?:{words})\s+(?=[-$\d(])", re.I), sym) for words, sym in (
-    ("plus", " + "), ("minus", " - "), ("times|multiplied by|of", " * "), ("divided by|over", " / "),
-    ("equals|is equal to|is|makes|gives|and you get|you get|to get|and get|gets you", " = "))]
+_WORD_OP_WORDS = (("plus", " + "), ("minus", " - "), ("times|multiplied by|of", " * "), ("divided by|over", " / "),
+                  ("equals|is equal to|is|makes|gives|and you get|you get|to get|and get|gets you", " = "))
+# one pass over the text: a group per operator (no two groups' words match at one place, so one pass is the
+# five passes, one per operator, that it replaced: tests/test_annotate_arith.py compares them)
+_WORD_OPS = re.compile(r"(?<=[\d)%])\s+(?:" + "|".join(f"({words})" for words, _ in _WORD_OP_WORDS)
+                       + r")\s+(?=[-$\d(])", re.I)
+_WORD_SYMS = tuple(sym for _, sym in _WORD_OP_WORDS)
 # a unit after a number, before an operator or '=': "4 bags * 10 eggs = 40 eggs" -> "4 * 10 = 40 eggs"
 _UNIT = re.compile(r"(?<=\d)(?:\s+(?!x\b)[A-Za-z][A-Za-z']*){1,2}(?=\s*(?:[-+*/=]|\\times|\\cdot))")
 # a clause ends at a sentence's period, a comma or semicolon with a space, a colon, a question mark or a newline
@@ -359,9 +363,7 @@ def _normalise(text: str) -> str:
     text = without_separators(text)
     text = _TIMES_X.sub(" * ", text)
     text = _UNIT.sub("", text)
-    for pattern, sym in _WORD_OPS:
-        text = pattern.sub(sym, text)
-    return text
+    return _WORD_OPS.sub(lambda m: _WORD_SYMS[m.lastindex - 1], text)
 
 
 def statements(text: str) -> list[Statement]:
@@ -377,6 +379,8 @@ def statements(text: str) -> list[Statement]:
         return v
 
     for clause in _CLAUSE.split(_normalise(text)):
+        if "=" not in clause:  # most clauses of a long text: no statement (a run holding '=' is one)
+            continue
         for m in _RUN.finditer(clause):
             if "=" not in m.group():
                 continue

@@ -107,3 +107,27 @@ def test_answer_in_question_compares_numbers_exactly():
     copied = {**row, "completion": " The answer is 1.2."}
     hit = DETECTORS["answer_in_question"].detect(copied, flag_options_model()())
     assert hit is not None and hit.evidence == "answer 1.2 is one of the question's numbers [0.6, 1.2]"
+
+
+def test_the_word_operators_in_one_pass_are_the_five_passes_they_replaced():
+    """``_WORD_OPS`` rewrites "3 plus 4 is 7" in one pass; applying each operator's pattern in turn (what it replaced)
+    gives the same text on word arithmetic of every shape, case and spacing."""
+    import re
+
+    from pipeline import arith
+
+    passes = [(re.compile(rf"(?<=[\d)%])\s+(?:{words})\s+(?=[-$\d(])", re.I), sym) for words, sym in arith._WORD_OP_WORDS]
+
+    def five_passes(text: str) -> str:
+        for pattern, sym in passes:
+            text = pattern.sub(sym, text)
+        return text
+
+    words = [w for group, _ in arith._WORD_OP_WORDS for w in group.split("|")] + ["IS", "Plus", "of the", "apples"]
+    r = random.Random(0)
+    texts = [" ".join(r.choice([str(r.randint(0, 99)), r.choice(words), "(", ")", "%", "-", "$5", "x", "=", ".", ","])
+                      for _ in range(r.randint(3, 24))).replace(" ", r.choice([" ", "  ", "\n", " \t"]), r.randint(0, 3))
+             for _ in range(20_000)]
+    rewritten = [t for t in texts if five_passes(t) != t]
+    assert len(rewritten) > 1_000  # the texts do hold word arithmetic (2,251 of them)
+    assert [arith._WORD_OPS.sub(lambda m: arith._WORD_SYMS[m.lastindex - 1], t) for t in texts] == [five_passes(t) for t in texts]
