@@ -260,3 +260,25 @@ def test_a_runnable_worker_is_starved_and_a_sleeping_one_is_not():
             p.kill()
             p.wait()
     assert not _waiting_for_a_core(busy.pid)  # gone
+
+
+def test_the_workers_run_this_pipeline_from_a_folder_holding_another(tmp_path):
+    """Run from a folder that holds another ``pipeline`` package (a user's project; the band-value runner's checkout
+    beside its pinned copy), the forkserver, a ``python -c`` whose path starts with that folder, imported it and
+    every worker ran its code: here a ``_worker`` that exits at once. The pool starts it on this process's code."""
+    foreign = tmp_path / "project" / "pipeline" / "verify"
+    foreign.mkdir(parents=True)
+    for f in ("__init__.py", "verify/__init__.py", "verify/_preload.py"):
+        (tmp_path / "project" / "pipeline" / f).write_text("")
+    (foreign / "pool.py").write_text("import sys\n\n\ndef _worker(*args, **kwargs):\n    sys.exit(3)\n")
+    script = tmp_path / "stage.py"  # a script's own folder, not the current one, starts its path: it imports ours
+    script.write_text("from pipeline.verify.pool import GradePool\n"
+                      "with GradePool(workers=1, timeout_s=10, memory_mb=1024) as pool:\n"
+                      "    print(pool.map([('2', '2'), ('2', '3')]))\n")
+    from pipeline.verify import pool as ours
+
+    env = {**__import__("os").environ, "PYTHONPATH": ours._IMPORT_ROOT}
+    res = subprocess.run([sys.executable, str(script)], cwd=tmp_path / "project", env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == str([Grade("correct"), Grade("incorrect")])

@@ -92,7 +92,10 @@ class _Popen(popen_forkserver.Popen):
             reduction.dump(process_obj, buf)
         finally:
             set_spawning_popen(None)
-        self.sentinel, w = _server().connect_to_new_process(self._fds)
+        server = _server()
+        with _this_code_first():  # started here (or again, if it died) importing this process's pipeline
+            server.ensure_running()
+        self.sentinel, w = server.connect_to_new_process(self._fds)
         _parent_w = os.dup(w)  # the child's sentinel of its parent, as in CPython
         self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
         with open(w, "wb", closefd=True) as f:
@@ -122,6 +125,37 @@ def _server() -> forkserver.ForkServer:
             server.set_forkserver_preload(["pipeline.verify._preload"])
             _SERVER = (os.getpid(), server)
         return _SERVER[1]
+
+
+_IMPORT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds this pipeline/
+
+
+@contextlib.contextmanager
+def _this_code_first():
+    """The environment the forkserver starts in, so that it imports this process's ``pipeline``.
+
+    The forkserver is ``python -c ...``, whose path starts with the current folder, and CPython (3.11-3.13) does not
+    give it the parent's ``sys.path``: run from a folder that holds another ``pipeline`` package (a user's project
+    has one; a checkout of another commit beside a pinned copy, as the band-value runner is), it imported that one
+    and every worker ran foreign code (``TypeError: _worker() missing 2 required positional arguments``). Started
+    with ``PYTHONSAFEPATH`` (no current folder on its path) and, where this ``pipeline`` is not in site-packages,
+    its folder first on ``PYTHONPATH``, it imports this code. The variables are restored at once (the workers it
+    forks later inherit the forkserver's, and start no Python of their own)."""
+    import site
+
+    saved = {k: os.environ.get(k) for k in ("PYTHONSAFEPATH", "PYTHONPATH")}
+    os.environ["PYTHONSAFEPATH"] = "1"
+    site_dirs = {os.path.abspath(d) for d in [*site.getsitepackages(), site.getusersitepackages()]}
+    if _IMPORT_ROOT not in site_dirs:  # a checkout, an editable install or a copy: its folder first
+        os.environ["PYTHONPATH"] = os.pathsep.join([_IMPORT_ROOT, *filter(None, [saved["PYTHONPATH"]])])
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _context() -> mp.context.BaseContext:
@@ -302,7 +336,8 @@ class GradePool:
         progress = ctx.RawArray("d", 4)
         progress[_ITEM] = -1
         server = _server()
-        server.ensure_running()
+        with _this_code_first():
+            server.ensure_running()
         proc = _Process(target=_worker, args=(child, progress, self.options, self.memory_mb, self.fn, self.flush_s,
                                               self.timeout_s, server._forkserver_pid),
                         daemon=True, name="passband-verify")
