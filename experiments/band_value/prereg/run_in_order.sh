@@ -10,7 +10,12 @@ here="$(cd "$(dirname "$0")" && pwd)"
 exp="$(dirname "$here")"
 cd "$exp/../.."
 dvc repro "$exp/dvc.yaml:pin" "$exp/dvc.yaml:publish"
-export PYTHONPATH="$exp/data/passband"
+# The pinned passband first, then the experiment's own modules (design.py's bandvalue, signal_gate); and no Python
+# puts the current folder (this checkout's pipeline/, which is not the pin) or a script's folder on its path: the
+# pinned verify pool's forkserver (a `python -c`) imported this checkout's pipeline/ into the workers of
+# `band-value train` (TypeError: _worker() missing 2 required positional arguments; 29 Nov 2026, the run failed).
+export PYTHONSAFEPATH=1
+export PYTHONPATH="$exp/data/passband:$exp"
 design() { python "$exp/design.py" "$@"; }
 kept() { [ -n "$(git ls-files -- "$here/results/$1")" ]; }
 passband ingest --params "$here/params.yaml" --no-progress
