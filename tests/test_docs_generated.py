@@ -136,15 +136,22 @@ runs:
   - {suite: full, date: 2026-11-20, wall: 9 min, processes: 1}
   - {suite: full, date: 2026-11-25, wall: 5 min, processes: 2, passed: 1200, skipped: 1, how: fresh clone}
   - {suite: full, date: 2026-11-22, wall: 8 min, processes: 1}
+  - {suite: full, date: 2026-11-26, wall: 11 min, processes: 2, how: fresh clone, beside: two busy loops}
+  - {suite: fast, date: 2026-11-21, wall: 3 min, processes: 1, beside: a GRPO job}
 """)
     monkeypatch.setattr(docs, "ROOT", tmp_path)
     readme = docs.suites_markdown().splitlines()
-    assert readme[2] == '| fast | `pytest -m "not engine"`: no engine | not measured yet |'
+    # a run under load is shown only where no quiet one is, and never supersedes one (nor is superseded by one)
+    assert readme[2] == '| fast | `pytest -m "not engine"`: no engine | 3 min on one process (beside a GRPO job; 21 Nov) |'
     assert readme[3] == ("| full | `pytest` | 5 min on 2 processes (fresh clone; 1,200 passed, 1 skipped; 25 Nov); "
                          "8 min on one process (22 Nov) |")
     runs = [row.split(" | ") for row in docs.suite_runs_markdown().splitlines()[2:]]
-    assert [(r[0], r[-1]) for r in runs] == [("| 2026-11-25", "current |"), ("| 2026-11-22", "current |"),
-                                             ("| 2026-11-20", "superseded by a newer run |")]
+    assert [(r[0], r[-2], r[-1]) for r in runs] == [
+        ("| 2026-11-26", "11 min on 2 processes (fresh clone beside two busy loops)", "current |"),
+        ("| 2026-11-25", "5 min on 2 processes (fresh clone; 1,200 passed, 1 skipped)", "current |"),
+        ("| 2026-11-22", "8 min on one process", "current |"),
+        ("| 2026-11-21", "3 min on one process (beside a GRPO job)", "current |"),
+        ("| 2026-11-20", "9 min on one process", "superseded by a newer run |")]
     times.write_text(times.read_text().replace("suite: full, date: 2026-11-20", "suite: ful, date: 2026-11-20"))
     with pytest.raises(docs.DocsError, match="a run of unknown suite 'ful'; known: fast, full"):
         docs.suites_markdown()
