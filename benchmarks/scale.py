@@ -592,6 +592,9 @@ def main() -> int:
                    help="kept jobs (--keep) whose verified tables annotate is measured on (1 vs --annotate-workers "
                         "workers, +5 %% incremental); nothing else runs")
     p.add_argument("--annotate-workers", type=int, default=2)
+    p.add_argument("--grow-only", type=int, default=None, metavar="N",
+                   help="only the +5 %% check, on the job of N problems that --keep left, against that size's full "
+                        "run in --json-out (appended to it as grow_only)")
     p.add_argument("--rerun", nargs="+", choices=["catalog", "publish"], default=None,
                    help="only these stages again, on the jobs --keep left at --sizes (no build)")
     args = p.parse_args()
@@ -599,6 +602,12 @@ def main() -> int:
     if args.annotate_job:
         found = [annotate_check(j.resolve(), args) for j in args.annotate_job]
         (OUT / "annotate.json").write_text(json.dumps(found, indent=2) + "\n")
+        return 0
+    if args.grow_only:
+        results = json.loads(args.json_out.read_text())
+        full = next(r for r in results if r["problems"] == args.grow_only)
+        full["grow_only"] = grow_check(args.grow_only, OUT / str(args.grow_only), full, args)
+        args.json_out.write_text(json.dumps(results, indent=2) + "\n")
         return 0
     results = []
     checks = args.resume_grow

@@ -249,3 +249,42 @@ def test_verify_streams_the_rollouts_chunk_by_chunk(tmp_path, monkeypatch):
     texts_read.clear()
     assert "0 new verdicts" in invoke(tmp_path / "chunked").output
     assert texts_read == [False] * 4
+
+
+def test_pending_shards_match_every_shard_against_the_done_keys_once(tmp_path):
+    """Which rollouts of which shard still need a verdict, from the keys alone: out-of-scope problems left out and
+    counted, done keys left out, every other key kept in its shard (one match of all the keys, not one per shard)."""
+    import random
+
+    import pyarrow as pa
+
+    from pipeline.verify.stage import KEY, pending_chunks, pending_shards
+
+    rng = random.Random(0)
+    out = tmp_path / "rollouts"
+    rows = []
+    for shard in range(12):
+        keys = [(f"p{rng.randrange(40)}", "pol", shard * 100 + i) for i in range(rng.randrange(1, 30))]
+        rows.append(keys)
+        write_table(pa.table({"problem_id": [k[0] for k in keys], "policy_id": [k[1] for k in keys],
+                              "sample_idx": [k[2] for k in keys], "seed": [k[2] for k in keys],
+                              "completion": [f"text {k}" for k in keys], "n_tokens": [3] * len(keys),
+                              "finish_reason": ["stop"] * len(keys)}), out / f"part-{shard:02d}.parquet", name="rollouts")
+    problems = pa.table({"problem_id": [f"p{i}" for i in range(30)]})  # p30..p39: out of scope
+    every = [k for keys in rows for k in keys]
+    done_keys = rng.sample([k for k in every if int(k[0][1:]) < 30], 50)
+    done = pa.table({"problem_id": [k[0] for k in done_keys], "policy_id": [k[1] for k in done_keys],
+                     "sample_idx": [k[2] for k in done_keys]})
+    shards, total, left_out = pending_shards(out, problems, done)
+    assert total == len(every) and left_out == sum(int(k[0][1:]) >= 30 for k in every)
+    paths = shard_paths(out)
+    want = {paths[i]: sorted(k for k in keys if int(k[0][1:]) < 30 and k not in done_keys) for i, keys in enumerate(rows)}
+    assert {path: sorted(zip(*(pend.column(c).to_pylist() for c in KEY), strict=True)) for path, pend, _ in shards} == \
+        {p: w for p, w in want.items() if w}
+    assert all(n == pend.num_rows for _, pend, n in shards) and [p for p, _, _ in shards] == [p for p in paths if want[p]]
+    text = pa.concat_tables(pending_chunks(shards, problems, chunk_rows=16))
+    assert sorted(text.column("completion").to_pylist()) == sorted(f"text {k}" for w in want.values() for k in w)
+    # nothing done yet: every in-scope row of each shard, counted, read in the shard's own order
+    fresh, _, _ = pending_shards(out, problems, done.slice(0, 0))
+    assert [(p, n) for p, keys, n in fresh if keys is None] == [
+        (paths[i], sum(int(k[0][1:]) < 30 for k in keys)) for i, keys in enumerate(rows) if any(int(k[0][1:]) < 30 for k in keys)]
