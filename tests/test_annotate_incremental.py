@@ -122,3 +122,27 @@ def test_flags_not_matching_their_fingerprints_are_recomputed(tmp_path):
     # switched off: every row recomputed
     write_params(job, {"annotate": {"incremental": False}})
     assert _run(job).reused_groups == 0
+
+
+def test_duckdb_out_of_its_memory_limit_is_one_line_naming_the_setting(tmp_path, monkeypatch):
+    """DuckDB past ``annotate.memory_limit_mb`` (at 240,000 rollouts under 256 MB, before the group fingerprints kept
+    only digests) came out as its traceback; it is one line through the CLI, with the setting to raise."""
+    import duckdb
+    from click.testing import CliRunner
+
+    from pipeline.annotate import incremental
+    from pipeline.cli import cli
+
+    vid = write_params(tmp_path)
+    write_job(tmp_path, range(4), vid)
+
+    def out_of_memory(con, **kwargs):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data of size 2.0 KiB "
+                                          "(248.8 MiB/244.1 MiB used)\n\nPossible solutions: ...")
+
+    monkeypatch.setattr(incremental, "group_fingerprints", out_of_memory)
+    res = CliRunner().invoke(cli, ["annotate", "--params", str(tmp_path / "params.yaml"), "--no-progress", "--no-plots"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert res.output.strip().splitlines()[-1] == (
+        "Error: annotate: DuckDB needed more than annotate.memory_limit_mb = 512 (Out of Memory Error: failed to "
+        "allocate data of size 2.0 KiB (248.8 MiB/244.1 MiB used)); raise it in params.yaml")

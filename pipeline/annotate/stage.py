@@ -19,6 +19,7 @@ from pipeline.annotate.plots import write_plots
 from pipeline.annotate.selection import selection
 from pipeline.bands import BANDS
 from pipeline.config import AnnotateConfig, Params
+from pipeline.errors import PassbandError
 from pipeline.io import (
     SHARD_GLOB,
     atomic_path,
@@ -123,6 +124,10 @@ def set_config(config: AnnotateConfig, set_name: str) -> AnnotateConfig:
     return config.model_copy(update={"options": {**config.options, "unsupported_setup": False}})
 
 
+class AnnotateError(PassbandError):
+    """The stage cannot finish as configured (DuckDB out of its memory limit): one line naming the setting."""
+
+
 def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progress: bool = True,
         plots: bool = True) -> AnnotateResult:
     """The shell: the set's tables in; ``flags/part-0.parquet``, ``difficulty/part-0.parquet``, metrics and plots out."""
@@ -163,6 +168,10 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
                 result.paths += write_plots(con, f"read_parquet({sql_literal(str(diff_out))})", root / params.paths.plots,
                                             suffix=suffix,
                                             names=_policy_names(ts.dir("policies", root)))
+        except duckdb.OutOfMemoryException as exc:  # one line with the knob, not DuckDB's traceback
+            first = str(exc).strip().splitlines()[0]
+            raise AnnotateError(f"annotate: DuckDB needed more than annotate.memory_limit_mb = "
+                                f"{params.annotate.memory_limit_mb} ({first}); raise it in params.yaml") from exc
         finally:
             con.close()
     result.seconds = time.perf_counter() - t0
