@@ -23,6 +23,7 @@ plugins from :func:`shipped_plugins` (each loaded file's text, each module's nam
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -246,8 +247,13 @@ def _import_file(spec: str, path: Path, text: str) -> None:
 # -- the same plugins in another process ------------------------------------------------------------
 
 ShippedPlugin = tuple[str, str, str | None]  # (spec, file name, text); a module: (spec, "", None)
-_SHIPPED: dict[str, Path] = {}  # in a receiving process: a shipped file's sha256 -> where it was written
-_SHIP_DIR: list[Path] = []  # this process's private folder for them (made on first use)
+_SHIPPED: dict[str, Path] = {}  # in a receiving process: a shipped file's sha256 -> where it was loaded from
+
+
+@functools.cache
+def _ship_dir() -> Path:
+    """This process's private folder for the files shipped to it (``mkdtemp``: mode 0700), made on first use."""
+    return Path(tempfile.mkdtemp(prefix="passband-plugins-"))
 
 
 def shipped_plugins() -> list[ShippedPlugin]:
@@ -273,16 +279,15 @@ def load_shipped(plugins: list[ShippedPlugin]) -> None:
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         if digest in _SHIPPED:
             continue
-        if not _SHIP_DIR:
-            _SHIP_DIR.append(Path(tempfile.mkdtemp(prefix="passband-plugins-")))
-        folder = _SHIP_DIR[0] / digest[:16]
+        folder = _ship_dir() / digest[:16]
         folder.mkdir(mode=0o700, exist_ok=True)
         path = folder / Path(name).name
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        if not path.exists():  # a load that failed before (a retried task) left it: the same text, by its digest
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
         try:
-            load_plugins([str(path)], root=_SHIP_DIR[0])
+            load_plugins([str(path)], root=_ship_dir())
         except ConfigError as exc:
             raise ConfigError(str(exc).replace(str(path), spec)) from None
         _SHIPPED[digest] = path

@@ -453,3 +453,13 @@ def test_threads_reading_a_registry_during_its_first_scan_wait_for_all_of_it():
     for t in threads:
         t.join()
     assert seen == [("GAMMA", ["alpha", "beta", "gamma"])] * 8
+
+
+def test_a_shipped_plugin_that_fails_to_load_fails_the_same_way_again():
+    """A Ray worker given a plugin file that raises (a retried task gets it twice) names the user's spec each time."""
+    from pipeline.plugins import load_shipped
+
+    shipped = [("plugins/bad.py", "bad.py", "raise ValueError('nope')\n")]
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"^plugins: 'plugins/bad.py' failed to load: ValueError: nope$"):
+            load_shipped(shipped)

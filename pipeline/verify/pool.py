@@ -92,10 +92,7 @@ class _Popen(popen_forkserver.Popen):
             reduction.dump(process_obj, buf)
         finally:
             set_spawning_popen(None)
-        server = _server()
-        with _this_code_first():  # started here (or again, if it died) importing this process's pipeline
-            server.ensure_running()
-        self.sentinel, w = server.connect_to_new_process(self._fds)
+        self.sentinel, w = _server().connect_to_new_process(self._fds)  # running: GradePool._spawn started it
         _parent_w = os.dup(w)  # the child's sentinel of its parent, as in CPython
         self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
         with open(w, "wb", closefd=True) as f:
@@ -336,7 +333,7 @@ class GradePool:
         progress = ctx.RawArray("d", 4)
         progress[_ITEM] = -1
         server = _server()
-        with _this_code_first():
+        with _this_code_first():  # started here (or again, if it died) importing this process's pipeline
             server.ensure_running()
         proc = _Process(target=_worker, args=(child, progress, self.options, self.memory_mb, self.fn, self.flush_s,
                                               self.timeout_s, server._forkserver_pid),
