@@ -181,7 +181,7 @@ class Replay:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.requests = self.completions = self.active = self.max_active = 0
+        self.requests = self.completions = self.tokens = self.active = self.max_active = 0
         self.last = time.monotonic()
         self.sem = asyncio.Semaphore(config.concurrency)
         self.app = web.Application(client_max_size=64 << 20)
@@ -208,7 +208,7 @@ class Replay:
         return web.Response(text="ok")
 
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response({"requests": self.requests, "completions": self.completions,
+        return web.json_response({"requests": self.requests, "completions": self.completions, "tokens": self.tokens,
                                   "max_active": self.max_active})
 
     async def complete(self, request: web.Request) -> web.Response:
@@ -262,6 +262,7 @@ class Replay:
             finally:
                 self.active -= 1
         self.completions += n
+        self.tokens += total
         self.last = time.monotonic()
         usage = {"prompt_tokens": prompt_chars // CHARS_PER_TOKEN, "completion_tokens": total,
                  "total_tokens": prompt_chars // CHARS_PER_TOKEN + total}

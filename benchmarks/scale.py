@@ -102,9 +102,10 @@ def write_params(job: Path, url: str, *, k: int, concurrency: int, memory_mb: in
 class Server:
     """The replay server in its own process, on the job's golds."""
 
-    def __init__(self, golds: Path, *, concurrency: int) -> None:
+    def __init__(self, golds: Path, *, concurrency: int, token_rate: float = 0.0) -> None:
         self.proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "replay_server.py"), "--golds", str(golds),
-                                      "--concurrency", str(concurrency), "--idle-timeout", "900"],
+                                      "--concurrency", str(concurrency), "--token-rate", str(token_rate),
+                                      "--idle-timeout", "900"],
                                      stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
@@ -366,6 +367,40 @@ def run_size(n: int, args) -> dict:
     return res
 
 
+def paced_size(n: int, args) -> dict:
+    """The +5 % check with generation at a GPU node's rate (``--node-rate``): a job of ``n`` problems from scratch
+    (ingest, rollout against the server paced at the node's tokens/s, verify, annotate), then 5 % more problems
+    (:func:`grow_check`, the same pace), each stage's wall against the full run's. Only that is measured here: the
+    limits, the kill -9 and the memory figures are the unpaced run's."""
+    job = OUT / f"{n}-paced"
+    shutil.rmtree(job, ignore_errors=True)
+    job.mkdir(parents=True)
+    write_source(job / "source.jsonl", 0, n)
+    write_params(job, "http://127.0.0.1:9/v1", k=args.k, concurrency=args.concurrency, memory_mb=args.memory_mb)
+    res: dict = {"problems": n, "k": args.k, "node_rate": args.node_rate, "token_rate": args.token_rate,
+                 "concurrency": args.concurrency, "stages": {}}
+    res["stages"]["ingest"] = stage("ingest", job)
+    server = Server(golds_file(job), concurrency=args.server_concurrency, token_rate=args.token_rate)
+    try:
+        write_params(job, server.url, k=args.k, concurrency=args.concurrency, memory_mb=args.memory_mb)
+        print(f"[{n} paced] rollout at {args.node_rate:.0f} tokens/s ...", flush=True)
+        res["stages"]["rollout"] = stage("rollout", job)
+        res["tokens"] = server.stats().get("tokens")
+    finally:
+        server.close()
+    res["rollouts"] = n * args.k
+    for name in ("verify", "annotate"):
+        print(f"[{n} paced] {name} ...", flush=True)
+        res["stages"][name] = stage(name, job)
+    res["grow"] = grow_check(n, job, res, args)
+    print(f"[{n} paced] +5 %: {res['grow']['all_vs_full']:.3f} of the full run", flush=True)
+    for s in res["stages"].values():
+        s.pop("output", None)
+    if not args.keep:
+        shutil.rmtree(job / "data", ignore_errors=True)
+    return res
+
+
 def rerun_size(n: int, args) -> dict:
     """Only ``args.rerun``'s stages (catalog, publish) again on the kept job of size ``n``, with the same limit."""
     job = OUT / str(n)
@@ -429,12 +464,15 @@ def resume_check(n: int, job: Path, server: Server, args) -> dict:
     return res
 
 
+GROW_STAGES = ("ingest", "rollout", "verify", "annotate")  # what a +5 % rerun runs again before catalog and publish
+
+
 def grow_check(n: int, job: Path, full: dict, args) -> dict:
     """5 % more problems: ingest, rollout, verify, annotate again; only the new ones are sampled and verified."""
     extra = max(1, n // 20)
     write_source(job / "source.jsonl", n, n + extra)
     ingest = stage("ingest", job)
-    server = Server(golds_file(job), concurrency=args.server_concurrency)
+    server = Server(golds_file(job), concurrency=args.server_concurrency, token_rate=args.token_rate)
     try:
         write_params(job, server.url, k=args.k, concurrency=args.concurrency, memory_mb=args.memory_mb)
         rollout = stage("rollout", job)
@@ -444,11 +482,12 @@ def grow_check(n: int, job: Path, full: dict, args) -> dict:
     verify = stage("verify", job)
     verified = metrics(job, "verify").get("verdicts")
     annotate = stage("annotate", job)
+    walls = {"ingest": ingest["wall_s"], "rollout": rollout["wall_s"], "verify": verify["wall_s"],
+             "annotate": annotate["wall_s"]}
     res = {"new_problems": extra, "asked": asked, "expected": extra * args.k, "verified": verified,
-           "difficulty_rows": _rows(job / "data" / "difficulty"),
-           "wall_vs_full": {s: round(m["wall_s"] / full["stages"][s]["wall_s"], 3)
-                            for s, m in (("ingest", ingest), ("rollout", rollout), ("verify", verify),
-                                         ("annotate", annotate))}}
+           "difficulty_rows": _rows(job / "data" / "difficulty"), "walls": walls,
+           "wall_vs_full": {s: round(w / full["stages"][s]["wall_s"], 3) for s, w in walls.items()},
+           "all_vs_full": round(sum(walls.values()) / sum(full["stages"][s]["wall_s"] for s in GROW_STAGES), 3)}
     print(f"[{n}] grow: {res}", flush=True)
     return res
 
@@ -600,10 +639,19 @@ def main() -> int:
     p.add_argument("--grow-only", type=int, default=None, metavar="N",
                    help="only the +5 %% check, on the job of N problems that --keep left, against that size's full "
                         "run in --json-out (appended to it as grow_only)")
+    p.add_argument("--node-rate", type=float, default=0.0, metavar="TOKENS_PER_S",
+                   help="only the +5 %% check at --sizes, on jobs of their own (N-paced/), the server generating at "
+                        "this many tokens/s in all (a GPU node's rate; --concurrency requests at once, each at "
+                        "NODE_RATE / --concurrency tokens/s); default 0: the server as fast as it can, everything")
     p.add_argument("--rerun", nargs="+", choices=["catalog", "publish"], default=None,
                    help="only these stages again, on the jobs --keep left at --sizes (no build)")
     args = p.parse_args()
+    args.token_rate = args.node_rate / args.concurrency if args.node_rate else 0.0
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.node_rate:
+        paced = [paced_size(n, args) for n in args.sizes]
+        (OUT / "paced.json").write_text(json.dumps(paced, indent=2) + "\n")
+        return 0
     if args.annotate_job:
         found = [annotate_check(j.resolve(), args) for j in args.annotate_job]
         (OUT / "annotate.json").write_text(json.dumps(found, indent=2) + "\n")

@@ -146,3 +146,34 @@ def test_duckdb_out_of_its_memory_limit_is_one_line_naming_the_setting(tmp_path,
     assert res.output.strip().splitlines()[-1] == (
         "Error: annotate: DuckDB needed more than annotate.memory_limit_mb = 512 (Out of Memory Error: failed to "
         "allocate data of size 2.0 KiB (248.8 MiB/244.1 MiB used)); raise it in params.yaml")
+
+
+def test_a_rewritten_rollouts_shard_recomputes_the_groups_it_holds(tmp_path, monkeypatch):
+    """A rollout's columns enter a group's fingerprint as the digest of the shard holding it: a completion changed
+    in one shard recomputes that shard's groups, and only those (the other shard's text is not read again)."""
+    seen: list[str] = []
+    real = dp.run_detectors
+
+    def counting(batches, *a, **k):
+        def spy():
+            for b in batches:
+                seen.extend(b.column("problem_id").to_pylist())
+                yield b
+        return real(spy(), *a, **k)
+
+    monkeypatch.setattr(dp, "run_detectors", counting)
+    job = tmp_path / "job"
+    vid = write_params(job)
+    write_job(job, range(20), vid)
+    write_job(job, range(20, 25), vid, shard=1)
+    assert _run(job).reused_groups == 0
+    shard = job / "data/rollouts/part-1.parquet"
+    rows = pq.read_table(shard).to_pylist()
+    target = next(r for r in rows if r["problem_id"] == "p0022")
+    target["completion"] = "So the answer is 7. The answer is 7. The answer is 7. The answer is 7. \\boxed{7}"
+    write_table(schema("rollouts").from_rows(rows), shard, name="rollouts")
+    seen.clear()
+    changed = _run(job)
+    assert changed.reused_groups == 20
+    assert seen and set(seen) <= {f"p{i:04d}" for i in range(20, 25)}
+    _same(_outputs(job), _fresh(tmp_path, job, "fresh-rollout"))

@@ -142,7 +142,7 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
             flags_out = ts.dir("flags", root) / "part-0.parquet"
             # what the stored flags still hold (pipeline/annotate/incremental.py): None, all recomputed
             det_fps = incremental.detector_fingerprints(ann.detectors, ann.opts)
-            incremental.group_fingerprints(con, verifier_id=vid)
+            incremental.group_fingerprints(con, verifier_id=vid, rollouts_dir=ts.dir("rollouts", root))
             rerun = incremental.load_previous(con, flags_out, det_fps) if params.annotate.incremental else None
             hits_path = Path(tmp) / "hits.parquet"
             n_hits = _write_hits(ann, hits_path, progress=progress, set_name=set_name, rerun=rerun)
