@@ -243,6 +243,21 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     pq.write_table(table, path, compression="zstd")
 
 
+def _write_batches(batches, schema: pa.Schema, path: Path) -> None:
+    """Batches (at least one row in all) into one Parquet file, as they come (no 0-row group: see _write_parquet)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for batch in batches:
+            if batch.num_rows:
+                writer.write_batch(batch)
+
+
+def _write_lines(lines, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+
+
 def _shards(table, rows: int) -> list:
     if table.num_rows == 0:
         return [table]
@@ -285,12 +300,14 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
             if table.num_rows == 0:
                 continue
             rel = f"exports/verl/{config}/{split}.parquet"
-            _write_parquet(ex.verl_table(table, split=split), path_in(staging, rel))
+            _write_batches(ex.verl_batches(table, split=split), ex.VERL_SCHEMA, path_in(staging, rel))
             written.append(rel)
             rel = f"exports/trl/{config}/{split}.parquet"
-            _write_parquet(ex.trl_table(table), path_in(staging, rel))
+            _write_batches(ex.trl_batches(table), ex.TRL_SCHEMA, path_in(staging, rel))
             written.append(rel)
-            put_bytes(f"exports/openrlhf/{config}/{split}.jsonl", ex.openrlhf_jsonl(table).encode())
+            rel = f"exports/openrlhf/{config}/{split}.jsonl"
+            _write_lines(ex.openrlhf_lines(table), path_in(staging, rel))
+            written.append(rel)
     if any(dataset.rows(c) for c in cfg.exports):
         put_bytes("exports/verl/reward.py", ex.VERL_REWARD.encode())
         put_bytes("exports/openrlhf/reward_func.py", ex.OPENRLHF_REWARD.encode())
