@@ -177,3 +177,29 @@ def test_a_rewritten_rollouts_shard_recomputes_the_groups_it_holds(tmp_path, mon
     assert changed.reused_groups == 20
     assert seen and set(seen) <= {f"p{i:04d}" for i in range(20, 25)}
     _same(_outputs(job), _fresh(tmp_path, job, "fresh-rollout"))
+
+
+def test_a_rerun_where_most_groups_are_new_scans_them_all_and_equals_a_fresh_run(tmp_path, monkeypatch):
+    """Fewer groups reused than new: the candidate scan reads every group (no copy of the new ones' text first)
+    and drops the reused groups' keys; the result is still a fresh run's."""
+    seen: list[str] = []
+    real = dp.run_detectors
+
+    def counting(batches, *a, **k):
+        def spy():
+            for b in batches:
+                seen.extend(b.column("problem_id").to_pylist())
+                yield b
+        return real(spy(), *a, **k)
+
+    monkeypatch.setattr(dp, "run_detectors", counting)
+    job = tmp_path / "job"
+    vid = write_params(job)
+    write_job(job, range(8), vid)
+    _run(job)
+    write_job(job, range(8, 30), vid, shard=1)
+    seen.clear()
+    grown = _run(job)
+    assert grown.reused_groups == 8 and grown.groups == 30
+    assert seen and set(seen) <= {f"p{i:04d}" for i in range(8, 30)}
+    _same(_outputs(job), _fresh(tmp_path, job, "fresh"))

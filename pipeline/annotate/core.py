@@ -193,23 +193,23 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384, on_batch: Callabl
     # the candidate keys from one scan of each side, then only those rows joined (the join of every rollout's
     # text to its verdict was most of the stage's time), with a mark per detector: a small temp table
     con = ann.con
-    rollouts, scratch = "rollouts", ["_keys", "_cand_v", "_cand_r"]
-    if rerun is not None and not rerun:
-        # no detector changed: only the groups not reused are scanned. Their rollouts are copied first (the text a
-        # run from scratch copies of every candidate below): scan predicates over a view joined to the new groups
-        # would be pushed under the join and read every text (0.9 s of a rerun with nothing new at 50,000 rollouts)
+    rollouts, sides, scratch = "rollouts", {}, ["_keys", "_cand_v", "_cand_r"]
+    unchanged = rerun is not None and not rerun  # no detector changed: the reused groups' rows all stand
+    if unchanged and _mostly_reused(con):
+        # only the other groups are scanned, their rollouts copied first (a second copy of their text beside
+        # _cand_r's, hence only for a minority): scan predicates over a view joined to the new groups are pushed
+        # under the join and read every text (0.9 s of a rerun with nothing new at 50,000 rollouts)
         con.execute("""CREATE OR REPLACE TEMP TABLE _new_r AS SELECT * FROM rollouts SEMI JOIN (
                 SELECT problem_id, policy_id FROM _groups ANTI JOIN _reuse USING (problem_id, policy_id))
             USING (problem_id, policy_id)""")
         con.execute(f"CREATE OR REPLACE TEMP VIEW _new_rs AS {_rollout_samples_sql('_new_r')}")
         con.execute("CREATE OR REPLACE TEMP VIEW _new_vs AS SELECT * FROM verdict_samples "
                     "ANTI JOIN _reuse USING (problem_id, policy_id)")
-        keys = candidate_keys_sql(ann.detectors, ann.opts, rollouts="_new_rs", verdicts="_new_vs")
-        rollouts = "_new_r"
-        scratch += ["_new_r"]
-    else:
-        keys = candidate_keys_sql(ann.detectors, ann.opts)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys AS {keys}")
+        rollouts, sides = "_new_r", {"rollouts": "_new_rs", "verdicts": "_new_vs"}
+        scratch.append("_new_r")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys AS {candidate_keys_sql(ann.detectors, ann.opts, **sides)}")
+    if unchanged and not sides:  # most groups new: every group scanned, the reused ones' keys dropped
+        con.execute("DELETE FROM _keys k USING _reuse r WHERE k.problem_id = r.problem_id AND k.policy_id = r.policy_id")
     key = f"USING ({', '.join(schema('rollouts').key)})"
     con.execute(f"CREATE OR REPLACE TEMP TABLE _cand_v AS SELECT * FROM _v SEMI JOIN _keys {key}")
     con.execute("CREATE OR REPLACE TEMP TABLE _cand_r AS SELECT problem_id, policy_id, sample_idx, completion, n_tokens, "
@@ -248,6 +248,13 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384, on_batch: Callabl
             rows = max(16, min(rows, -(-n_rows // (workers * BATCHES_PER_WORKER))))
         reader = ann.con.sql(f"SELECT * FROM _cand WHERE {where}").to_arrow_reader(rows)
         yield from pooled_detectors(reader, py_dets, ann.opts, workers=workers, counts=ann.counts, on_batch=on_batch)
+
+
+def _mostly_reused(con: duckdb.DuckDBPyConnection) -> bool:
+    """At least half of ``_groups`` is in ``_reuse``."""
+    new, total = con.execute("SELECT (SELECT count(*) FROM _groups) - (SELECT count(*) FROM _reuse), "
+                             "(SELECT count(*) FROM _groups)").fetchone()
+    return 2 * new <= total
 
 
 def difficulty_sql(ann: Annotation, *, hits: str) -> str:
