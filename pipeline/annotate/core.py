@@ -175,7 +175,10 @@ def _lut(pairs: Sequence[tuple[int, int]], config: AnnotateConfig) -> pa.Table:
     return pa.table(cols, schema=pa.schema(fields))
 
 
-BATCH_TEXT_BYTES = 32 << 20  # text per batch of candidate rows the Python detectors read
+# text per batch of candidate rows the Python detectors read. Each is held as Arrow and as Python rows, in the stage
+# and in a worker, two in flight per worker: 32 MB batches were ~115 MiB of the stage's peak past DuckDB's limit at
+# 240,000 rollouts, 16 MB ones 36 MiB more than at 48,000, for the same CPU (docs/scale.md)
+BATCH_TEXT_BYTES = 16 << 20
 # fewer candidate rows than this run in the stage's process: a worker's start (imports) costs about what the
 # detectors take on ~500 rows of long completions
 POOL_MIN_ROWS = 1_000
