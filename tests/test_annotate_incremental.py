@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from annotate_job import write_job, write_params
 
 from pipeline.annotate import detector_pool as dp
@@ -41,18 +42,25 @@ def _same(a, b) -> None:
         assert x.equals(y), (x.num_rows, y.num_rows)
 
 
-def test_a_rerun_recomputes_only_what_changed(tmp_path, monkeypatch):
-    seen: list[str] = []  # the groups of every row a Python detector reads
+@pytest.fixture
+def seen(monkeypatch) -> list[str]:
+    """The problem_id of every row a Python detector reads (in the stage's process or a worker's: the detectors
+    run in this process for jobs this small)."""
+    rows: list[str] = []
     real = dp.run_detectors
 
     def counting(batches, *a, **k):
         def spy():
             for b in batches:
-                seen.extend(b.column("problem_id").to_pylist())
+                rows.extend(b.column("problem_id").to_pylist())
                 yield b
         return real(spy(), *a, **k)
 
     monkeypatch.setattr(dp, "run_detectors", counting)
+    return rows
+
+
+def test_a_rerun_recomputes_only_what_changed(tmp_path, seen):
     job = tmp_path / "job"
     vid = write_params(job)
     write_job(job, range(60), vid)
@@ -148,20 +156,9 @@ def test_duckdb_out_of_its_memory_limit_is_one_line_naming_the_setting(tmp_path,
         "allocate data of size 2.0 KiB (248.8 MiB/244.1 MiB used)); raise it in params.yaml")
 
 
-def test_a_rewritten_rollouts_shard_recomputes_the_groups_it_holds(tmp_path, monkeypatch):
+def test_a_rewritten_rollouts_shard_recomputes_the_groups_it_holds(tmp_path, seen):
     """A rollout's columns enter a group's fingerprint as the digest of the shard holding it: a completion changed
     in one shard recomputes that shard's groups, and only those (the other shard's text is not read again)."""
-    seen: list[str] = []
-    real = dp.run_detectors
-
-    def counting(batches, *a, **k):
-        def spy():
-            for b in batches:
-                seen.extend(b.column("problem_id").to_pylist())
-                yield b
-        return real(spy(), *a, **k)
-
-    monkeypatch.setattr(dp, "run_detectors", counting)
     job = tmp_path / "job"
     vid = write_params(job)
     write_job(job, range(20), vid)
@@ -179,20 +176,9 @@ def test_a_rewritten_rollouts_shard_recomputes_the_groups_it_holds(tmp_path, mon
     _same(_outputs(job), _fresh(tmp_path, job, "fresh-rollout"))
 
 
-def test_a_rerun_where_most_groups_are_new_scans_them_all_and_equals_a_fresh_run(tmp_path, monkeypatch):
+def test_a_rerun_where_most_groups_are_new_scans_them_all_and_equals_a_fresh_run(tmp_path, seen):
     """Fewer groups reused than new: the candidate scan reads every group (no copy of the new ones' text first)
     and drops the reused groups' keys; the result is still a fresh run's."""
-    seen: list[str] = []
-    real = dp.run_detectors
-
-    def counting(batches, *a, **k):
-        def spy():
-            for b in batches:
-                seen.extend(b.column("problem_id").to_pylist())
-                yield b
-        return real(spy(), *a, **k)
-
-    monkeypatch.setattr(dp, "run_detectors", counting)
     job = tmp_path / "job"
     vid = write_params(job)
     write_job(job, range(8), vid)
