@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/scale.py --sizes 40 --k 4                   # a quick look
     .venv/bin/python benchmarks/scale.py --sizes 600 3000 --resume-grow 3000   # + the kill -9 and +5 % checks
     .venv/bin/python benchmarks/scale.py --sizes 300 1200 --rerun publish catalog  # again on jobs --keep left
+    .venv/bin/python benchmarks/scale.py --sizes 3000 --node-rate 100000 --concurrency 256  # +5 % at a node's rate
 
 For each size N it builds a job under ``benchmarks/out/scale/N/``: N constructed word problems (a GSM8K-format
 JSONL the ``gsm8k`` source reads, golds known), a policy served by ``benchmarks/replay_server.py`` (its own
