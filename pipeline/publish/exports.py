@@ -122,15 +122,3 @@ def openrlhf_lines(rows: pa.Table) -> Iterator[str]:
             rec = {"input": r["prompt"], "label": r["answer"], "problem_id": r["problem_id"], "source": r["source"],
                    "pass_rate": r["pass_rate"], "band": r["band"], "band_confidence": r["band_confidence"]}
             yield json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n"
-
-
-def verl_table(rows: pa.Table, *, split: str) -> pa.Table:
-    return pa.Table.from_batches(list(verl_batches(rows, split=split)), schema=VERL_SCHEMA)
-
-
-def trl_table(rows: pa.Table) -> pa.Table:
-    return pa.Table.from_batches(list(trl_batches(rows)), schema=TRL_SCHEMA)
-
-
-def openrlhf_jsonl(rows: pa.Table) -> str:
-    return "".join(openrlhf_lines(rows))
