@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -74,8 +73,8 @@ def type_name(t: pa.DataType, *, depth: int = 0) -> str:
 def licenses_of(dataset: Dataset) -> list[str]:
     found = set()
     for splits in dataset.configs.values():
-        for table in splits.values():
-            found.update(table.column("license").to_pylist())
+        for rows in splits.values():
+            found.update(pc.unique(rows.column("license")).to_pylist())
     return sorted(found)
 
 
@@ -108,21 +107,22 @@ def histogram_png(dataset: Dataset, *, spec: CardSpec) -> bytes:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    rows = [r for t in dataset.configs[DEFAULT_CONFIG].values() for r in t.select(["pass_rate", "band", "n"]).to_pylist()]
-    ns = {r["n"] for r in rows}
+    parts = [rows.select(["pass_rate", "band", "n"]) for rows in dataset.configs[DEFAULT_CONFIG].values()]
+    kept = pa.concat_tables(parts) if parts else pa.table({"pass_rate": [], "band": [], "n": []})
+    ns = set(pc.unique(kept.column("n")).to_pylist())
     if len(ns) == 1:  # pass rates are multiples of 1/n: one bar per possible value
         n = ns.pop()
         bins = [(i - 0.5) / n for i in range(n + 2)]
     else:
         bins = [i / 20 for i in range(21)]
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
-    data = [[r["pass_rate"] for r in rows if r["band"] == b] for b in BANDS]
+    data = [pc.filter(kept.column("pass_rate"), pc.equal(kept.column("band"), b)).to_numpy() for b in BANDS]
     ax.hist(data, bins=bins, stacked=True, label=list(BANDS), color=[COLOURS[b] for b in BANDS], edgecolor="white")
     for edge in (spec.learnable_min, spec.learnable_max):
         ax.axvline(edge, color="black", linestyle="--", linewidth=0.8)
     ax.set_xlabel(f"pass rate under {dataset.primary['name']}")
     ax.set_ylabel("problems")
-    ax.set_title(f"{len(rows)} problems; dashed: {LEARNABLE} band [{spec.learnable_min}, {spec.learnable_max}]")
+    ax.set_title(f"{kept.num_rows} problems; dashed: {LEARNABLE} band [{spec.learnable_min}, {spec.learnable_max}]")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
@@ -188,8 +188,8 @@ def _drift_section(dataset: Dataset, others: list[dict]) -> list[str]:
     out = []
     for q in others:
         matrix = {f: dict.fromkeys(BANDS, 0) for f in BANDS}
-        for table in dataset.configs[DEFAULT_CONFIG].values():
-            for measured in table.column("difficulty").to_pylist():
+        for rows in dataset.configs[DEFAULT_CONFIG].values():
+            for (measured,) in (r.values() for r in rows.pylist(["difficulty"])):
                 by_id = {d["policy_id"]: d["band"] for d in measured}
                 if p["policy_id"] in by_id and q["policy_id"] in by_id:
                     matrix[by_id[p["policy_id"]]][by_id[q["policy_id"]]] += 1
@@ -276,17 +276,19 @@ def _source_difficulty_section(dataset: Dataset) -> list[str]:
 
 def _flags_section(dataset: Dataset) -> str:
     """Each flag's mean rate over the published items next to its precision and recall on labelled completions."""
-    rates: dict[str, list[float]] = {}
-    for table in dataset.configs[DEFAULT_CONFIG].values():
-        for entries in table.column("flag_rates").to_pylist():
-            for e in entries:
-                rates.setdefault(e["flag"], []).append(e["rate"])
+    rates: dict[str, list[float]] = {}  # flag -> [sum of its rates, items]
+    for rows in dataset.configs[DEFAULT_CONFIG].values():
+        for r in rows.pylist(["flag_rates"]):
+            for e in r["flag_rates"]:
+                total = rates.setdefault(e["flag"], [0, 0])
+                total[0] += e["rate"]
+                total[1] += 1
     figures = measured_flags()
 
     def fmt(x) -> str:
         return "—" if x is None else f"{x:.2f}"
 
-    rows = [[f"`{name}`", d.kind, f"{sum(rates[name]) / len(rates[name]):.4f}" if rates.get(name) else "—",
+    rows = [[f"`{name}`", d.kind, f"{rates[name][0] / rates[name][1]:.4f}" if name in rates else "—",
              fmt(figures.get(name, {}).get("precision")), fmt(figures.get(name, {}).get("recall"))]
             for name, d in DETECTORS.items()]
     return _table(["flag", "kind", "mean rate", "precision", "recall"], rows)
@@ -509,15 +511,24 @@ SUSPECTS_SHOWN = 10
 
 def _suspect_golds(dataset: Dataset) -> list[str]:
     """The items whose answer key the primary policy's rollouts doubt (``gold_suspect``), and how to drop them."""
-    rows = [r for table in dataset.configs[DEFAULT_CONFIG].values()
-            for r in table.select(["problem_id", "answer", "pass_rate", "gold_suspicion", "gold_suspect"]).to_pylist()]
-    suspects = sorted((r for r in rows if r["gold_suspect"]), key=lambda r: (-r["gold_suspicion"], r["problem_id"]))
-    shown = [[f"`{r['problem_id']}`", r["answer"], r["pass_rate"], round(r["gold_suspicion"], 3)]
-             for r in suspects[:SUSPECTS_SHOWN]]
+    cols = ["problem_id", "answer", "pass_rate", "gold_suspicion", "gold_suspect"]
+    items = suspect = 0
+    top: list[dict] = []  # the most suspect so far, at most SUSPECTS_SHOWN
+
+    def order(r: dict) -> tuple:
+        return -r["gold_suspicion"], r["problem_id"]
+
+    for rows in dataset.configs[DEFAULT_CONFIG].values():
+        items += rows.num_rows
+        for batch in rows.batches(cols):
+            hits = pa.Table.from_batches([batch]).filter(pc.field("gold_suspect")).to_pylist()
+            suspect += len(hits)
+            top = sorted(top + hits, key=order)[:SUSPECTS_SHOWN]
+    shown = [[f"`{r['problem_id']}`", r["answer"], r["pass_rate"], round(r["gold_suspicion"], 3)] for r in top]
     return [
         "## Suspect answer keys",
         "",
-        f"{len(suspects)} of {len(rows)} items are `gold_suspect`: the primary policy's rollouts agree on one answer",
+        f"{suspect} of {items} items are `gold_suspect`: the primary policy's rollouts agree on one answer",
         "that is not the gold (`gold_suspicion`, the posterior probability that their majority answer is not the",
         "gold, pooled over every policy that measured the item, at or above its threshold). Such an item may be",
         "unsolved because its answer key is wrong, not because it is hard. A weak policy that makes the same",
@@ -638,7 +649,7 @@ def _build_rows(build: BuildInfo) -> list[list[str]]:
 
 
 def _ns(dataset: Dataset) -> set[int]:
-    found: Counter[int] = Counter()
-    for t in dataset.configs[DEFAULT_CONFIG].values():
-        found.update(t.column("n").to_pylist())
-    return set(found) or {0}
+    found: set[int] = set()
+    for rows in dataset.configs[DEFAULT_CONFIG].values():
+        found.update(pc.unique(rows.column("n")).to_pylist())
+    return found or {0}

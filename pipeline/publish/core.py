@@ -14,6 +14,11 @@ that band) and ``reformulated`` (kept reformulations, with their parent's primar
 Kept: measured by the primary policy, with a band in ``publish.bands``. The Hub split of a
 row is its source's split (``train`` when the source has none), so test items never land in
 a train split.
+
+Streamed: the problems come from DuckDB in problem order (a range of ids at a time), their rows are
+built a chunk at a time and handed to a :class:`Sink` (the stage's writes each config's Parquet
+shards as they come), so no table is ever whole in memory; :class:`Dataset` then names the written
+shards (:class:`pipeline.publish.shards.Shards`), read back a column or a batch at a time.
 """
 
 from __future__ import annotations
@@ -23,12 +28,15 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
+import duckdb
 import pyarrow as pa
 
 from pipeline.bands import BANDS, LEARNABLE
 from pipeline.errors import PassbandError
+from pipeline.publish.shards import Shards
 from pipeline.schema import schema
 
 DEFAULT_CONFIG = "default"
@@ -88,16 +96,33 @@ class PublishError(PassbandError):
     """The tables cannot be published as configured."""
 
 
+INPUT_TABLES = ("problems", "difficulty", "policies", "reformulated_problems", "reformulated_difficulty",
+                "reformulated_rejects")
+
+
 @dataclass(frozen=True)
 class Inputs:
-    """The tables publish reads: the main set, the reformulated set and the policies."""
+    """The tables publish reads, as relations of one DuckDB connection named :data:`INPUT_TABLES` (the main set, the
+    reformulated set, the policies of both, and the parents a method made no child for): views over the tables'
+    shards in the stage, registered Arrow tables where a caller has them in memory (:meth:`of_tables`). Nothing is
+    read whole: the problems stream through in problem order."""
 
-    problems: pa.Table
-    difficulty: pa.Table
-    policies: pa.Table
-    reformulated_problems: pa.Table
-    reformulated_difficulty: pa.Table
-    reformulated_rejects: pa.Table | None = None  # the parents a method made no child for (for the card's counts)
+    con: duckdb.DuckDBPyConnection
+
+    @classmethod
+    def of_tables(cls, **tables: pa.Table) -> Inputs:
+        """An in-memory connection with ``tables`` registered under their names (those missing: empty, as declared)."""
+        con = duckdb.connect(":memory:")
+        for name in INPUT_TABLES:
+            table = tables.get(name)
+            arrow = table if table is not None else schema(_DECLARED[name]).empty()  # noqa: F841 (read by DuckDB)
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")  # a table, not a registration: cursors see it
+        return cls(con)
+
+
+_DECLARED = {"problems": "problems", "difficulty": "difficulty", "policies": "policies",
+             "reformulated_problems": "problems", "reformulated_difficulty": "difficulty",
+             "reformulated_rejects": "rejects"}
 
 
 @dataclass(frozen=True)
@@ -109,11 +134,19 @@ class Spec:
     reformulated_bands: tuple[str, ...] = (LEARNABLE,)  # a reformulation is kept only if re-measured here
 
 
+class Sink(Protocol):
+    """Where the rows go (pipeline.publish.shards.ConfigWriter: Parquet shards per config and split)."""
+
+    def add(self, config: str, split: str, row: dict[str, Any]) -> None: ...
+
+    def finish(self, configs: list[str]) -> dict[str, dict[str, Shards]]: ...
+
+
 @dataclass
 class Dataset:
     primary: dict[str, Any]  # the primary policy's row of the policies table
     policies: list[dict[str, Any]]  # every policy with measurements, by name
-    configs: dict[str, dict[str, pa.Table]]  # config -> Hub split -> rows (SCHEMA)
+    configs: dict[str, dict[str, Shards]]  # config -> Hub split -> its written rows (SCHEMA), train first
     unmeasured: int  # main problems the primary policy has no difficulty for
     unmeasured_reformulated: int = 0  # reformulations not (yet) measured by the primary policy
     dropped_bands: dict[str, int] = field(default_factory=dict)  # measured but band not kept
@@ -127,9 +160,18 @@ class Dataset:
     def band_counts(self, config: str = DEFAULT_CONFIG) -> dict[str, dict[str, int]]:
         """split -> band -> rows, for the primary policy."""
         out: dict[str, dict[str, int]] = {}
-        for split, table in self.configs[config].items():
-            out[split] = dict(Counter(table.column("band").to_pylist()))
+        for split, rows in self.configs[config].items():
+            counts: Counter[str] = Counter()
+            for batch in rows.batches(["band"]):
+                counts.update(batch.column(0).to_pylist())
+            out[split] = dict(counts)
         return out
+
+    def moved(self, old: Path, new: Path) -> None:
+        """Every config's files now live under ``new`` instead of ``old``."""
+        for splits in self.configs.values():
+            for rows in splits.values():
+                rows.moved(old, new)
 
 
 def resolve_policy(policies: list[dict[str, Any]], wanted: str) -> dict[str, Any]:
@@ -162,7 +204,10 @@ def _flag_rates(rates) -> list[dict[str, Any]]:
     return [{"flag": k, "rate": float(v)} for k, v in sorted(pairs)]
 
 
-_SCALARS = tuple(name for name, *_ in _MEASURED if name != "flag_rates")
+_MEASURED_NAMES = tuple(name for name, *_ in _MEASURED)
+_SCALARS = tuple(name for name in _MEASURED_NAMES if name != "flag_rates")
+_PROBLEM_COLUMNS = ("problem_id", "question", "answer", "solution", "source", "subject", "level", "source_difficulty",
+                    "source_difficulty_measure", "parent_id", "method", "metadata", "split")
 
 
 def _measured(row: dict[str, Any]) -> dict[str, Any]:
@@ -186,91 +231,176 @@ def _license(pid: str, problems: Mapping[str, dict], licenses: Mapping[str, str]
     return licenses.get(row["source"], UNKNOWN_LICENSE)
 
 
-def build(inputs: Inputs, *, spec: Spec) -> Dataset:
-    """Join problems with their difficulty, keep the primary policy's kept items, split into configs."""
+# One set's problems in problem order, and the measurements of them in (problem, policy name) order: two sorted
+# streams merged in Python CHUNK problems at a time, a range of problem ids at a time (:func:`_ranges`). DuckDB did
+# not spill these sorts reliably: the join sorted at once ran out of memory at 100,000 problems under 256 MB, the
+# problems alone at 300,000; a range of PART_BYTES of text sorts in memory.
+_RANGE = "($lo IS NULL OR {col} >= $lo) AND ($hi IS NULL OR {col} < $hi)"
+_PROBLEMS_SQL = "SELECT {problem_cols} FROM {problems} p WHERE " + _RANGE.format(col="p.problem_id") + " ORDER BY problem_id"
+_MEASURED_SQL = """
+SELECT d.problem_id, n.name AS d_policy, {measured_cols}
+FROM _publish_difficulty d JOIN _publish_names n ON n.policy_id = d.policy_id
+WHERE """ + _RANGE.format(col="d.problem_id") + """
+ORDER BY d.problem_id, n.name, d.policy_id
+"""
+PART_BYTES = 64 << 20  # text of a set's problems sorted at a time
+CHUNK = 2048  # problems whose rows are built at a time (their parents are looked up together)
+
+
+def build(inputs: Inputs, *, spec: Spec, sink: Sink) -> Dataset:
+    """Join problems with their difficulty, keep the primary policy's kept items, split into configs: every row goes
+    to ``sink`` as it is built (a chunk of problems at a time), so memory does not grow with the item count."""
     if unknown := [b for b in (*spec.bands, *spec.reformulated_bands) if b not in BANDS]:
         raise PublishError(f"unknown bands {unknown} in publish.bands; known: {', '.join(BANDS)}")
-    m = _measurements(inputs, spec=spec)
-    main = {r["problem_id"]: r for r in inputs.problems.to_pylist()}
-    reform = {r["problem_id"]: r for r in inputs.reformulated_problems.to_pylist()}
-    everything = {**main, **reform}
+    con = inputs.con
+    policies, measured_ids, primary = _policies(con, spec=spec)
+    pol = primary["policy_id"]
     dropped: Counter[str] = Counter()  # main items measured in a band publish.bands leaves out
-    kept_main, unmeasured = _kept_rows(main, m, everything=everything, bands=spec.bands, spec=spec, dropped=dropped)
-    kept_reform, unmeasured_reform = _kept_rows(reform, m, everything=everything, bands=spec.reformulated_bands,
-                                                spec=spec, dropped=dropped, reformulated=True)
-    pol = m.primary["policy_id"]
-    if not kept_main:
+    published: dict[str, set[str]] = {}  # method -> parents with a kept reformulation
+    kept = {"main": 0, "reformulated": 0}
+    unmeasured = {"main": 0, "reformulated": 0}
+    for set_name, table, bands in (("main", "problems", spec.bands),
+                                   ("reformulated", "reformulated_problems", spec.reformulated_bands)):
+        reformulated = set_name == "reformulated"
+        for chunk in _chunks(con, table):
+            for row in _chunk_rows(con, chunk, primary=pol, bands=bands, spec=spec, dropped=dropped,
+                                   reformulated=reformulated, unmeasured=unmeasured, key=set_name):
+                kept[set_name] += 1
+                split = row.pop(SPLIT_KEY)
+                if reformulated:
+                    sink.add(REFORMULATED_CONFIG, split, row)
+                    published.setdefault(row["method"], set()).add(row["parent_id"])
+                else:
+                    sink.add(DEFAULT_CONFIG, split, row)
+                    sink.add(row["band"], split, row)
+    if not kept["main"]:
         raise PublishError(
-            f"nothing to publish: policy {m.primary['name']} ({pol}) measured no main problem in bands {list(spec.bands)} "
-            f"({unmeasured} unmeasured, dropped by band: {dict(dropped) or 'none'})"
+            f"nothing to publish: policy {primary['name']} ({pol}) measured no main problem in bands {list(spec.bands)} "
+            f"({unmeasured['main']} unmeasured, dropped by band: {dict(dropped) or 'none'})"
         )
-
-    configs = {DEFAULT_CONFIG: _by_split(kept_main)}
-    for band in spec.bands:
-        configs[band] = _by_split([r for r in kept_main if r["band"] == band])
-    configs[REFORMULATED_CONFIG] = _by_split(kept_reform)
+    verifiers = con.execute("SELECT DISTINCT verifier_id FROM _publish_difficulty WHERE policy_id = ?", [pol]).fetchall()
     return Dataset(
-        primary=m.primary,
-        policies=[p for p in m.policies if p["policy_id"] in m.measured_ids],
-        configs=configs,
-        unmeasured=unmeasured,
-        unmeasured_reformulated=unmeasured_reform,
+        primary=primary,
+        policies=[p for p in policies if p["policy_id"] in measured_ids],
+        configs=sink.finish([DEFAULT_CONFIG, *spec.bands, REFORMULATED_CONFIG]),
+        unmeasured=unmeasured["main"],
+        unmeasured_reformulated=unmeasured["reformulated"],
         dropped_bands=dict(dropped),
-        verifier_ids=sorted({r["verifier_id"] for r in m.primary_of.values() if r is not None}),
-        reformulation=_reformulation_counts(reform, inputs.reformulated_rejects, kept_reform),
+        verifier_ids=sorted(v for (v,) in verifiers),
+        reformulation=_reformulation_counts(con, published),
     )
 
 
-@dataclass(frozen=True)
-class _Measurements:
-    """Every policy's difficulty rows per problem, and the primary policy's own."""
-
-    policies: list[dict[str, Any]]  # the policies table's rows, one per policy_id, by name
-    measured_ids: set[str]  # policies with a difficulty row
-    primary: dict[str, Any]
-    per_problem: dict[str, list[dict[str, Any]]]  # problem_id -> each policy's measurement, by policy name
-    primary_of: dict[str, dict[str, Any] | None]  # problem_id -> the primary policy's measurement
-
-
-def _measurements(inputs: Inputs, *, spec: Spec) -> _Measurements:
-    policies = sorted(inputs.policies.to_pylist(), key=lambda p: (p["name"], p["policy_id"]))
+def _policies(con: duckdb.DuckDBPyConnection, *, spec: Spec) -> tuple[list[dict[str, Any]], set[str], dict[str, Any]]:
+    """The policies (one per policy_id, by name), those with a measurement, the primary one; and the views the
+    stream reads (``_publish_difficulty``: both sets' difficulty; ``_publish_names``; ``_publish_lineage``)."""
+    policies = sorted(con.sql("SELECT * FROM policies").to_arrow_table().to_pylist(), key=lambda p: (p["name"], p["policy_id"]))
     policies = list({p["policy_id"]: p for p in policies}.values())
-    names = {p["policy_id"]: p["name"] for p in policies}
-    difficulty = inputs.difficulty.to_pylist() + inputs.reformulated_difficulty.to_pylist()
-    measured_ids = {d["policy_id"] for d in difficulty}
+    con.execute("CREATE OR REPLACE VIEW _publish_difficulty AS "
+                "SELECT * FROM difficulty UNION ALL BY NAME SELECT * FROM reformulated_difficulty")
+    con.execute("CREATE OR REPLACE VIEW _publish_lineage AS "
+                "SELECT problem_id, parent_id, source, split FROM problems UNION ALL "
+                "SELECT problem_id, parent_id, source, split FROM reformulated_problems")
+    names = pa.table({"policy_id": [p["policy_id"] for p in policies],  # noqa: F841 (read by DuckDB)
+                      "name": [p["name"] for p in policies]})
+    con.execute("CREATE OR REPLACE TABLE _publish_names AS SELECT * FROM names")
+    orphan = con.execute("SELECT problem_id, policy_id FROM _publish_difficulty "
+                         "WHERE policy_id NOT IN (SELECT policy_id FROM _publish_names) LIMIT 1").fetchall()
+    if orphan:
+        orphan = orphan[0]
+        raise PublishError(f"difficulty row for {orphan[0]} names policy {orphan[1]}, absent from policies")
+    measured_ids = {pid for (pid,) in con.execute("SELECT DISTINCT policy_id FROM _publish_difficulty").fetchall()}
     primary = resolve_policy([p for p in policies if p["policy_id"] in measured_ids], spec.policy)
-
-    per_problem: dict[str, list[dict[str, Any]]] = {}
-    for d in difficulty:
-        if d["policy_id"] not in names:
-            raise PublishError(f"difficulty row for {d['problem_id']} names policy {d['policy_id']}, absent from policies")
-        per_problem.setdefault(d["problem_id"], []).append({"policy": names[d["policy_id"]], **_measured(d)})
-    for rows in per_problem.values():
-        rows.sort(key=lambda r: (r["policy"], r["policy_id"]))
-    primary_of = {pid: next((r for r in rows if r["policy_id"] == primary["policy_id"]), None)
-                  for pid, rows in per_problem.items()}
-    return _Measurements(policies, measured_ids, primary, per_problem, primary_of)
+    return policies, measured_ids, primary
 
 
-def _kept_rows(problems: dict[str, dict], m: _Measurements, *, everything: Mapping[str, dict], bands: tuple[str, ...],
-               spec: Spec, dropped: Counter[str], reformulated: bool = False) -> tuple[list[dict[str, Any]], int]:
-    """The rows of the problems the primary policy measured in ``bands``, and how many it did not measure; a main
-    problem measured in another band counts in ``dropped`` (a reformulation's band only names the key)."""
-    out = []
-    unmeasured = 0
-    for pid in sorted(problems):
-        p = problems[pid]
-        mine = m.primary_of.get(pid)
+def _ranges(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str | None, str | None]]:
+    """Ranges [lo, hi) of problem ids (None: open) that split ``table`` into parts of about :data:`PART_BYTES` of
+    text, at its ids' quantiles: one scan for the size, one of the ids for the quantiles."""
+    ((size,),) = con.execute(f"SELECT coalesce(sum(strlen(question) + strlen(answer) + coalesce(strlen(solution), 0) "
+                          f"+ coalesce(strlen(metadata), 0)), 0) FROM {table}").fetchall()
+    parts = max(1, -(-int(size) // PART_BYTES))
+    if parts == 1:
+        return [(None, None)]
+    ((bounds,),) = con.execute(f"SELECT quantile_disc(problem_id, {[i / parts for i in range(1, parts)]}) "
+                            f"FROM {table}").fetchall()
+    bounds = sorted(set(bounds))
+    return list(zip([None, *bounds], [*bounds, None], strict=True))
+
+
+def _chunks(con: duckdb.DuckDBPyConnection, table: str):
+    """``table``'s problems in problem order, :data:`CHUNK` at a time: (problem row, its measurements by policy).
+    The streams have cursors of their own, so ``con`` answers other queries (a chunk's parents) while they are open."""
+    problems = _PROBLEMS_SQL.format(problems=table, problem_cols=", ".join(f"p.{c}" for c in _PROBLEM_COLUMNS))
+    measured = _MEASURED_SQL.format(measured_cols=", ".join(f"d.{c} AS d_{c}" for c in _MEASURED_NAMES))
+    chunk: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for lo, hi in _ranges(con, table):
+        bounds = {"lo": lo, "hi": hi}
+        with con.cursor() as pc, con.cursor() as mc:
+            rows = _rows(pc.sql(problems, params=bounds).to_arrow_reader(CHUNK))
+            by_problem = _rows(mc.sql(measured, params=bounds).to_arrow_reader(CHUNK))
+            m = next(by_problem, None)
+            for p in rows:
+                pid = p["problem_id"]
+                while m is not None and m["problem_id"] < pid:  # a measurement of a problem not in the set
+                    m = next(by_problem, None)
+                mine = []
+                while m is not None and m["problem_id"] == pid:
+                    mine.append({"policy": m["d_policy"], **_measured({c: m[f"d_{c}"] for c in _MEASURED_NAMES})})
+                    m = next(by_problem, None)
+                chunk.append((p, mine))
+                if len(chunk) >= CHUNK:
+                    yield chunk
+                    chunk = []
+    if chunk:
+        yield chunk
+
+
+def _rows(reader):
+    for batch in reader:
+        yield from batch.to_pylist()
+
+
+def _lineage(con: duckdb.DuckDBPyConnection, rows: dict[str, dict]) -> dict[str, dict]:
+    """``rows`` and every ancestor of theirs (problem_id, parent_id, source, split), looked up a generation at a time."""
+    known = dict(rows)
+    want = {r["parent_id"] for r in rows.values() if r["parent_id"]} - known.keys()
+    while want:
+        found = con.sql("SELECT problem_id, parent_id, source, split FROM _publish_lineage "
+                        "WHERE problem_id IN (SELECT unnest($ids))", params={"ids": sorted(want)}).to_arrow_table().to_pylist()
+        for r in found:
+            known.setdefault(r["problem_id"], r)
+        want = {r["parent_id"] for r in found if r["parent_id"]} - known.keys()
+    return known
+
+
+def _chunk_rows(con: duckdb.DuckDBPyConnection, chunk, *, primary: str, bands: tuple[str, ...], spec: Spec,
+                dropped: Counter[str], reformulated: bool, unmeasured: dict[str, int], key: str):
+    """The rows of the chunk's problems the primary policy measured in ``bands``; a problem it did not measure counts
+    in ``unmeasured[key]``, a main problem measured in another band in ``dropped`` (a reformulation's band only names
+    the key)."""
+    problems = {p["problem_id"]: p for p, _ in chunk}
+    everything = _lineage(con, problems) if any(p["parent_id"] for p in problems.values()) else problems
+    parents = sorted({p["parent_id"] for p in problems.values() if p["parent_id"]})
+    parent_m = {}
+    if parents:
+        parent_m = {pid: (rate, band) for pid, rate, band in con.execute(
+            "SELECT problem_id, pass_rate, band FROM _publish_difficulty WHERE policy_id = ? "
+            "AND problem_id IN (SELECT unnest(?))", [primary, parents]).fetchall()}
+    for p, measured in chunk:
+        pid = p["problem_id"]
+        measured.sort(key=lambda r: (r["policy"], r["policy_id"]))
+        mine = next((r for r in measured if r["policy_id"] == primary), None)
         if mine is None:
-            unmeasured += 1
+            unmeasured[key] += 1
             continue
         if mine["band"] not in bands:
             dropped[mine["band"]] += 0 if reformulated else 1
             continue
         parent = everything.get(p["parent_id"]) if p["parent_id"] else None
-        parent_m = m.primary_of.get(p["parent_id"]) if p["parent_id"] else None
+        of_parent = parent_m.get(p["parent_id"]) if p["parent_id"] else None
         top = {k: v for k, v in mine.items() if k != "policy"}
-        out.append({
+        yield {
             "problem_id": pid,
             "prompt": spec.render(p["question"]),
             "question": p["question"],
@@ -285,44 +415,27 @@ def _kept_rows(problems: dict[str, dict], m: _Measurements, *, everything: Mappi
             "parent_id": p["parent_id"],
             "method": p["method"],
             **_rung_writer(p),
-            "parent_pass_rate": parent_m["pass_rate"] if parent_m else None,
-            "parent_band": parent_m["band"] if parent_m else None,
+            "parent_pass_rate": of_parent[0] if of_parent else None,
+            "parent_band": of_parent[1] if of_parent else None,
             **top,
-            "difficulty": m.per_problem[pid],
+            "difficulty": measured,
             SPLIT_KEY: hub_split(p["split"] or (parent or {}).get("split")),
-        })
-    return out, unmeasured
+        }
 
 
-def _by_split(rows: list[dict[str, Any]]) -> dict[str, pa.Table]:
-    """One table per Hub split, train first then the others by name; an empty config still loads (one empty train)."""
-    splits: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        splits.setdefault(r[SPLIT_KEY], []).append({k: v for k, v in r.items() if k != SPLIT_KEY})
-    if not splits:
-        return {"train": SCHEMA.empty_table()}
-    order = sorted(splits, key=lambda s: (s != "train", s))
-    return {s: pa.Table.from_pylist(splits[s], schema=SCHEMA) for s in order}
-
-
-def _reformulation_counts(reform: Mapping[str, dict], rejects: pa.Table | None,
-                          kept: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Per method (and ``(any)``): hard parents tried, and those with a published child."""
-    tried: dict[str, set[str]] = {}
-    for r in reform.values():
-        tried.setdefault(r["method"], set()).add(r["parent_id"])
-    if rejects is not None:
-        for r in rejects.to_pylist():
-            if r["stage"] == "reformulate":
-                tried.setdefault(r["source"], set()).add(r["source_id"])
-    published: dict[str, set[str]] = {}
-    for r in kept:
-        published.setdefault(r["method"], set()).add(r["parent_id"])
-    reformulation = {m: {"parents_tried": len(ps), "parents_with_learnable_child": len(published.get(m, ()))}
-                     for m, ps in sorted(tried.items())}
-    if tried:
-        reformulation["(any)"] = {"parents_tried": len(set().union(*tried.values())),
-                                  "parents_with_learnable_child": len(set().union(set(), *published.values()))}
+def _reformulation_counts(con: duckdb.DuckDBPyConnection, published: dict[str, set[str]]) -> dict[str, dict[str, int]]:
+    """Per method (and ``(any)``): hard parents tried (a reformulation, or a reject of the reformulate stage, names
+    them), and those with a published child."""
+    tried_sql = ("SELECT method, parent_id FROM reformulated_problems UNION "
+                 "SELECT source, source_id FROM reformulated_rejects WHERE stage = 'reformulate'")
+    tried = dict(con.execute(f"SELECT method, count(DISTINCT parent_id) FROM ({tried_sql}) GROUP BY method").fetchall())
+    if not tried:
+        return {}
+    reformulation = {m: {"parents_tried": tried[m], "parents_with_learnable_child": len(published.get(m, ()))}
+                     for m in sorted(tried)}
+    ((anywhere,),) = con.execute(f"SELECT count(DISTINCT parent_id) FROM ({tried_sql})").fetchall()
+    reformulation["(any)"] = {"parents_tried": anywhere,
+                              "parents_with_learnable_child": len(set().union(set(), *published.values()))}
     return reformulation
 
 

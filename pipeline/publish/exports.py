@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from pipeline import rewards
 from pipeline.publish.core import MESSAGE
+from pipeline.publish.shards import BATCH_ROWS, Shards
 
 FORMATS = ("verl", "trl", "openrlhf")
 ABILITY = "math"
@@ -84,17 +85,15 @@ def trl_solution(answer: str) -> str:
     return answer if answer.startswith("$") or "\\boxed" in answer else f"${answer}$"
 
 
-BATCH_ROWS = 4096  # rows turned into Python objects at a time: the whole table's were 129 MiB at 15,750 items
-
-
-def _batches(rows: pa.Table, names) -> Iterator[list[dict]]:
-    """``rows``' columns in ``names`` (those it has), as Python rows, :data:`BATCH_ROWS` at a time."""
-    cols = [c for c in rows.column_names if c in set(names)]
-    for batch in rows.select(cols).to_batches(max_chunksize=BATCH_ROWS):
+def _batches(rows: Shards, names) -> Iterator[list[dict]]:
+    """``rows``' columns in ``names`` (those it has), as Python rows, :data:`BATCH_ROWS` at a time (the whole
+    config's were 129 MiB at 15,750 items)."""
+    cols = [c for c in rows.schema.names if c in set(names)]
+    for batch in rows.batches(cols, BATCH_ROWS):
         yield batch.to_pylist()
 
 
-def verl_batches(rows: pa.Table, *, split: str) -> Iterator[pa.RecordBatch]:
+def verl_batches(rows: Shards, *, split: str) -> Iterator[pa.RecordBatch]:
     i = 0
     for part in _batches(rows, ("source", "prompt", "answer", *_EXTRA_NAMES)):
         out = []
@@ -110,13 +109,13 @@ def verl_batches(rows: pa.Table, *, split: str) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_pylist(out, schema=VERL_SCHEMA)
 
 
-def trl_batches(rows: pa.Table) -> Iterator[pa.RecordBatch]:
+def trl_batches(rows: Shards) -> Iterator[pa.RecordBatch]:
     for part in _batches(rows, (*_TRL_NAMES, "answer")):
         out = [{**{k: r[k] for k in _TRL_NAMES}, "solution": trl_solution(r["answer"])} for r in part]
         yield pa.RecordBatch.from_pylist(out, schema=TRL_SCHEMA)
 
 
-def openrlhf_lines(rows: pa.Table) -> Iterator[str]:
+def openrlhf_lines(rows: Shards) -> Iterator[str]:
     for part in _batches(rows, ("prompt", "answer", "problem_id", "source", "pass_rate", "band", "band_confidence")):
         for r in part:
             rec = {"input": r["prompt"], "label": r["answer"], "problem_id": r["problem_id"], "source": r["source"],

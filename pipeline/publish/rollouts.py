@@ -23,7 +23,6 @@ rows are built reading back one bucket at a time, grouped into rows and written 
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -31,12 +30,13 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline import text_gather
 from pipeline.catalog import open_views
 from pipeline.config import Params
 from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
+from pipeline.publish.shards import SplitWriter
+from pipeline.sqltext import sql_list, sql_literal
 from pipeline.text_gather import register_keys, rows_in_order, scatter, with_text
 
 CONFIG = "rollouts"
@@ -69,10 +69,6 @@ COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
 ]
 SCHEMA = pa.schema([pa.field(n, t, nullable=nl) for n, t, nl, _ in COLUMNS])
 
-_ITEMS = pa.schema([(n, pa.string()) for n in ("split", "problem_id", "problem", "answer", "solution", "source", "policy",
-                                               "policy_id", "verifier_id", "band")]
-                   + [("pass_rate", pa.float64()), ("n", pa.int64()), ("split_order", pa.int64()), ("item", pa.int64())])
-
 # One row per counted sample of a published item, without its text: where the text is (shard file and row), its
 # size, its place in the config (``pos``: sorted so a row of the config is a run of consecutive samples) and the
 # bucket its text is gathered in (consecutive positions, about BUCKET_BYTES of text each). DuckDB reads keys and a
@@ -82,7 +78,8 @@ CREATE TEMP TABLE _samples AS
 WITH f AS (
     SELECT problem_id, policy_id, sample_idx, list(flag ORDER BY flag) AS flags FROM flags GROUP BY ALL
 ), s AS (
-    SELECT row_number() OVER (ORDER BY i.split_order, i.split, i.problem_id, i.policy, i.policy_id, r.sample_idx) - 1
+    SELECT row_number() OVER (ORDER BY i.split_order, i.split, i.problem_id, i.policy, i.policy_id, i.item,
+                              r.sample_idx) - 1
                AS pos,
            i.item, r.sample_idx, r.file, r.file_row, r.size, r.finish_reason, r.n_tokens, v.status, v.extracted,
            coalesce(f.flags, []::VARCHAR[]) AS flags
@@ -121,71 +118,26 @@ class RolloutsSummary:
                 "bytes": self.bytes, "max_rollouts_per_item": self.max_per_item}
 
 
-def items(dataset: Dataset) -> pa.Table:
-    """One row per published item (main and reformulated) and policy that measured it: what the samples join on."""
-    out: dict[str, list] = {f.name: [] for f in _ITEMS}
-    for config in (DEFAULT_CONFIG, REFORMULATED_CONFIG):
-        for split, table in dataset.configs[config].items():
-            cols = table.select(["problem_id", "question", "answer", "reference_solution", "source", "difficulty"])
-            for row in cols.to_pylist():
-                for d in row["difficulty"]:
-                    for k, v in (("split", split), ("problem_id", row["problem_id"]), ("problem", row["question"]),
-                                 ("answer", row["answer"]), ("solution", row["reference_solution"]),
-                                 ("source", row["source"]), ("policy", d["policy"]), ("policy_id", d["policy_id"]),
-                                 ("verifier_id", d["verifier_id"]), ("band", d["band"]), ("pass_rate", d["pass_rate"]),
-                                 ("n", d["n"]), ("split_order", 0 if split == "train" else 1)):
-                        out[k].append(v)
-    out["item"] = list(range(len(out["split"])))
-    return pa.table(out, schema=_ITEMS)
+# One row per published item (main and reformulated) and policy that measured it, numbered in the config's order:
+# what the samples join on. DuckDB reads it from the configs' shards already written (a table of the database, not
+# of the connection, so a second cursor reads it while the samples stream).
+ITEMS_SQL = """
+CREATE OR REPLACE TABLE _publish_items AS
+SELECT *, row_number() OVER (ORDER BY split_order, split, problem_id, policy, policy_id) - 1 AS item
+FROM (
+    SELECT split, problem_id, question AS problem, answer, reference_solution AS solution, source, d.policy,
+           d.policy_id, d.verifier_id, d.band, d.pass_rate, d.n, CASE WHEN split = 'train' THEN 0 ELSE 1 END AS split_order
+    FROM (SELECT *, unnest(difficulty) AS d FROM ({shards}))
+)
+"""
 
 
-class _SplitWriter:
-    """Shards of one split: at most ``shard_rows`` rows and :data:`SHARD_BYTES` of text each, fixed row groups;
-    written as ``<split>-NNNNN.tmp`` and renamed ``<split>-NNNNN-of-MMMMM.parquet`` once the count is known."""
-
-    def __init__(self, folder: Path, split: str, *, shard_rows: int):
-        self.folder, self.split, self.shard_rows = folder, split, shard_rows
-        self.parts: list[Path] = []
-        self.writer: pq.ParquetWriter | None = None
-        self.rows = self.bytes = 0
-        self.pending: list[dict] = []
-
-    def add(self, row: dict, size: int) -> None:
-        if self.writer is None or self.rows >= self.shard_rows or self.bytes >= SHARD_BYTES:
-            self._next()
-        self.pending.append(row)
-        self.rows += 1
-        self.bytes += size
-        if len(self.pending) >= ROW_GROUP:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self.pending:
-            self.writer.write_table(pa.Table.from_pylist(self.pending, schema=SCHEMA))
-            self.pending = []
-
-    def _next(self) -> None:
-        self._close_writer()
-        path = self.folder / f"{self.split}-{len(self.parts):05d}.tmp"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.parts.append(path)
-        self.writer = pq.ParquetWriter(path, SCHEMA, compression="zstd")
-        self.rows = self.bytes = 0
-
-    def _close_writer(self) -> None:
-        if self.writer is not None:
-            self._flush()
-            self.writer.close()
-            self.writer = None
-
-    def close(self) -> list[Path]:
-        self._close_writer()
-        final = []
-        for i, p in enumerate(self.parts):
-            target = p.with_name(f"{self.split}-{i:05d}-of-{len(self.parts):05d}.parquet")
-            os.replace(p, target)
-            final.append(target)
-        return final
+def create_items(con: duckdb.DuckDBPyConnection, dataset: Dataset) -> None:
+    """The table ``_publish_items`` (:data:`ITEMS_SQL`) from the default and reformulated configs' shards."""
+    parts = [f"SELECT {sql_literal(split)} AS split, * FROM read_parquet({sql_list([str(f) for f in rows.files])})"
+             for config in (DEFAULT_CONFIG, REFORMULATED_CONFIG)
+             for split, rows in dataset.configs[config].items() if rows.files]
+    con.execute(ITEMS_SQL.format(shards=" UNION ALL BY NAME ".join(parts)))
 
 
 def _row(group: list[dict]) -> dict:
@@ -205,15 +157,31 @@ def _row(group: list[dict]) -> dict:
     }
 
 
-def _samples(con: duckdb.DuckDBPyConnection, items_table: pa.Table, spill: Path):
+def _items(cur: duckdb.DuckDBPyConnection):
+    """``_publish_items``' rows in item order: (item, its columns for the config's rows)."""
+    for r in rows_in_order(cur, "SELECT * EXCLUDE (split_order) FROM _publish_items ORDER BY item"):
+        item = r.pop("item")
+        r["n_rollouts"] = r.pop("n")
+        yield item, r
+
+
+def _samples(con: duckdb.DuckDBPyConnection, spill: Path):
     """Every counted sample, in the config's order, with its item's columns and its completion: the keys from
-    ``_samples`` in order, the text from one bucket file at a time (a bucket's text, never the job's, in memory)."""
-    item_rows = [{**r, "n_rollouts": r.pop("n")} for r in items_table.drop_columns(["split_order", "item"]).to_pylist()]
+    ``_samples`` in order, the text from one bucket file at a time (a bucket's text, never the job's, in memory), the
+    item's columns from a second cursor walking ``_publish_items`` alongside (a sample's item never decreases)."""
     keys = rows_in_order(con, "SELECT pos, item, sample_idx, finish_reason, n_tokens, status, extracted, flags, bucket "
                               "FROM _samples ORDER BY pos")
-    for s, text in with_text(keys, spill, what="publish"):
-        yield {**item_rows[s["item"]], "completion": text, "finish_reason": s["finish_reason"],
-               "n_tokens": s["n_tokens"], "status": s["status"], "extracted": s["extracted"], "flags": s["flags"]}
+    cur = con.cursor()
+    try:
+        items = _items(cur)
+        at, item = -1, {}
+        for s, text in with_text(keys, spill, what="publish"):
+            while at < s["item"]:
+                at, item = next(items)
+            yield {**item, "completion": text, "finish_reason": s["finish_reason"],
+                   "n_tokens": s["n_tokens"], "status": s["status"], "extracted": s["extracted"], "flags": s["flags"]}
+    finally:
+        cur.close()
 
 
 def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str], staging: Path, temp_dir: Path,
@@ -225,12 +193,11 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str],
     summary = RolloutsSummary(max_per_item=max_per_item)
     if not files:
         return summary
-    items_table = items(dataset)
-    con.register("_publish_items", items_table)
+    create_items(con, dataset)
     bucket = register_keys(con, files, name="_publish_keys", bucket=BUCKET_BYTES)
     con.execute(SAMPLES_SQL.format(bucket_sql=text_gather.BUCKET_SQL), {"max": max_per_item, "bucket": bucket})
     spill = Path(tempfile.mkdtemp(dir=temp_dir, prefix="buckets-"))
-    writers: dict[str, _SplitWriter] = {}
+    writers: dict[str, SplitWriter] = {}
     paths: list[Path] = []
     try:
         scatter(con, "_samples", spill)
@@ -240,7 +207,8 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str],
             row = _row(group)
             split = group[0]["split"]
             if split not in writers:
-                writers[split] = _SplitWriter(staging / "data" / CONFIG, split, shard_rows=shard_rows)
+                writers[split] = SplitWriter(staging / "data" / CONFIG, split, schema=SCHEMA, shard_rows=shard_rows,
+                                             row_group=ROW_GROUP, shard_bytes=SHARD_BYTES)
             writers[split].add(row, sum(len(g) for g in row["generations"]))
             summary.rows[split] = summary.rows.get(split, 0) + 1
             summary.generations += len(row["generations"])
@@ -249,7 +217,7 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str],
                                                                              strict=True))
             summary.truncated_rows += row["n_rollouts"] > len(row["generations"])
 
-        for s in _samples(con, items_table, spill):
+        for s in _samples(con, spill):
             if group and (s["problem_id"], s["policy_id"], s["split"]) != (
                     group[0]["problem_id"], group[0]["policy_id"], group[0]["split"]):
                 emit()

@@ -22,7 +22,7 @@ from pipeline.catalog import rollout_files
 from pipeline.config import ConfigError, Params
 from pipeline.errors import explain
 from pipeline.ingest.presets import get_preset
-from pipeline.io import follow_umask, path_in, read_plain_file, read_table, swap_dirs
+from pipeline.io import check_shards, damaged, follow_umask, path_in, read_plain_file, swap_dirs
 from pipeline.keys import canonical_json
 from pipeline.ownership import check_target, published_proof, remove_tree
 from pipeline.publish import card as card_mod
@@ -32,6 +32,7 @@ from pipeline.publish.core import (
     BANDS,
     DEFAULT_CONFIG,
     REFORMULATED_CONFIG,
+    SCHEMA,
     UNKNOWN_LICENSE,
     Dataset,
     Inputs,
@@ -39,7 +40,10 @@ from pipeline.publish.core import (
     Spec,
     build,
 )
+from pipeline.publish.shards import ConfigWriter
 from pipeline.rollout.prompts import load_template, render
+from pipeline.schema import schema
+from pipeline.sqltext import sql_list
 from pipeline.tablesets import table_set
 
 __all__ = ["BANDS", "BUILD_FILE", "PublishError", "PublishResult", "build", "read_build_info", "run"]
@@ -218,29 +222,53 @@ def _renderer(name: str):
     return to_messages, f"{template.name} v{template.version}"
 
 
-def read_inputs(params: Params, *, root: Path) -> Inputs:
+INPUT_MEMORY_MB = 256  # DuckDB's limit for the problems' sort; it spills to the spill folder past it
+
+
+def read_inputs(params: Params, *, root: Path, temp_dir: Path | None = None) -> Inputs:
+    """The tables as views of a DuckDB connection (memory-limited, spilling to ``temp_dir``): nothing read yet. Every
+    shard's footer and schema are checked first, and every column the schema says holds no null is checked for
+    nulls (one scan of those columns), so a damaged shard is its one-line error before any work."""
     main, reform = table_set(params, "main"), table_set(params, "reformulated")
-    return Inputs(
-        problems=read_table(main.dir("problems", root), name="problems"),
-        difficulty=read_table(main.dir("difficulty", root), name="difficulty"),
-        policies=_concat_policies(read_table(main.dir("policies", root), name="policies"),
-                                  read_table(reform.dir("policies", root), name="policies")),
-        reformulated_problems=read_table(reform.dir("problems", root), name="problems"),
-        reformulated_difficulty=read_table(reform.dir("difficulty", root), name="difficulty"),
-        reformulated_rejects=read_table(reform.dir("rejects", root), name="rejects"),
-    )
+    dirs = {"problems": ("problems", [main.dir("problems", root)]),
+            "difficulty": ("difficulty", [main.dir("difficulty", root)]),
+            "policies": ("policies", [main.dir("policies", root), reform.dir("policies", root)]),
+            "reformulated_problems": ("problems", [reform.dir("problems", root)]),
+            "reformulated_difficulty": ("difficulty", [reform.dir("difficulty", root)]),
+            "reformulated_rejects": ("rejects", [reform.dir("rejects", root)])}
+    config = {"memory_limit": f"{INPUT_MEMORY_MB}MB"}
+    if temp_dir is not None:
+        config["temp_directory"] = str(temp_dir)
+    con = duckdb.connect(":memory:", config=config)
+    try:
+        for view, (table, folders) in dirs.items():
+            shards = [p for d in folders for p in check_shards(d, name=table)]
+            if not shards:
+                con.execute(f"CREATE VIEW {view} AS {schema(table).empty_select()}")
+                continue
+            cols = ", ".join(schema(table).names)
+            distinct = "DISTINCT " if table == "policies" else ""  # every set records the same policy
+            files = sql_list([str(p) for p in shards])
+            con.execute(f"CREATE VIEW {view} AS SELECT {distinct}{cols} FROM read_parquet({files})")
+            _check_nulls(con, table, files)
+    except BaseException:
+        con.close()
+        raise
+    return Inputs(con)
 
 
-def _concat_policies(a: pa.Table, b: pa.Table) -> pa.Table:
-    return pa.concat_tables([a, b])  # core drops the duplicates (every set records the same policy)
-
-
-def _write_parquet(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if table.num_rows == 0:  # no row group at all: datasets' reader chokes on a 0-row group, skips a file without any
-        pq.ParquetWriter(path, table.schema, compression="zstd").close()
+def _check_nulls(con: duckdb.DuckDBPyConnection, table: str, files: str) -> None:
+    """A null where ``table``'s schema allows none: the shard's one-line damaged error (read_shard's check)."""
+    required = [c.name for c in schema(table).columns if not c.nullable]
+    if not required:
         return
-    pq.write_table(table, path, compression="zstd")
+    cond = " OR ".join(f"{c} IS NULL" for c in required)
+    bad = con.execute(f"SELECT filename, {', '.join(required)} FROM read_parquet({files}, filename = true) "
+                      f"WHERE {cond} LIMIT 1").fetchall()  # all: a result left unfetched blocks the connection
+    if bad:
+        bad = bad[0]
+        column = next(c for c, v in zip(required, bad[1:], strict=True) if v is None)
+        raise damaged(bad[0], table, f"column {column!r} has nulls")
 
 
 def _write_batches(batches, schema: pa.Schema, path: Path) -> None:
@@ -256,12 +284,6 @@ def _write_lines(lines, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(lines)
-
-
-def _shards(table, rows: int) -> list:
-    if table.num_rows == 0:
-        return [table]
-    return [table.slice(i, rows) for i in range(0, table.num_rows, rows)]
 
 
 def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: list[SourceLicense],
@@ -282,12 +304,8 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
         if dataset.rows(config) == 0:  # 🤗 datasets cannot load a config without rows: not declared (the card says so)
             continue
         files[config] = {}
-        for split, table in splits.items():
-            parts = _shards(table, cfg.shard_rows)
-            for i, part in enumerate(parts):
-                rel = f"data/{config}/{split}-{i:05d}-of-{len(parts):05d}.parquet"
-                _write_parquet(part, path_in(staging, rel))
-                written.append(rel)
+        for split, rows in splits.items():  # written by build, into staging/data/<config>/
+            written += [f.relative_to(staging).as_posix() for f in rows.files]
             files[config][split] = f"data/{config}/{split}-*.parquet"
     if rollouts is not None and rollouts.total_rows:
         files[ro.CONFIG] = rollouts.files
@@ -296,17 +314,17 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
     if unknown:
         raise ConfigError(f"publish.exports names unknown configs {unknown}; known: {', '.join(dataset.configs)}")
     for config in cfg.exports:
-        for split, table in dataset.configs[config].items():
-            if table.num_rows == 0:
+        for split, rows in dataset.configs[config].items():
+            if rows.num_rows == 0:
                 continue
             rel = f"exports/verl/{config}/{split}.parquet"
-            _write_batches(ex.verl_batches(table, split=split), ex.VERL_SCHEMA, path_in(staging, rel))
+            _write_batches(ex.verl_batches(rows, split=split), ex.VERL_SCHEMA, path_in(staging, rel))
             written.append(rel)
             rel = f"exports/trl/{config}/{split}.parquet"
-            _write_batches(ex.trl_batches(table), ex.TRL_SCHEMA, path_in(staging, rel))
+            _write_batches(ex.trl_batches(rows), ex.TRL_SCHEMA, path_in(staging, rel))
             written.append(rel)
             rel = f"exports/openrlhf/{config}/{split}.jsonl"
-            _write_lines(ex.openrlhf_lines(table), path_in(staging, rel))
+            _write_lines(ex.openrlhf_lines(rows), path_in(staging, rel))
             written.append(rel)
     if any(dataset.rows(c) for c in cfg.exports):
         put_bytes("exports/verl/reward.py", ex.VERL_REWARD.encode())
@@ -355,9 +373,10 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
 def _items_per_source(dataset: Dataset) -> dict[str, int]:
     counts: dict[str, int] = {}
     for config in (DEFAULT_CONFIG, REFORMULATED_CONFIG):
-        for table in dataset.configs[config].values():
-            for s in table.column("source").to_pylist():
-                counts[s] = counts.get(s, 0) + 1
+        for rows in dataset.configs[config].values():
+            for batch in rows.batches(["source"]):
+                for s in batch.column(0).to_pylist():
+                    counts[s] = counts.get(s, 0) + 1
     return counts
 
 
@@ -379,6 +398,20 @@ def _write_rollouts(params: Params, dataset: Dataset, *, root: Path, staging: Pa
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise PublishError(f"publish: building the rollouts config failed ({type(exc).__name__}: {first}); "
                                "publish.rollouts: false builds the folder without it") from exc
+
+
+def _build(params: Params, spec: Spec, *, root: Path, staging: Path) -> Dataset:
+    """The configs' shards written under ``staging/data`` as their rows are built (pipeline.publish.core.build)."""
+    sink = ConfigWriter(staging / "data", schema=SCHEMA, shard_rows=params.publish.shard_rows)
+    with tempfile.TemporaryDirectory(prefix="passband-publish-spill-") as spill:
+        inputs = read_inputs(params, root=root, temp_dir=Path(spill))
+        try:
+            return build(inputs, spec=spec, sink=sink)
+        except BaseException:
+            sink.abort()
+            raise
+        finally:
+            inputs.con.close()
 
 
 def _swap_in(staging: Path, target: Path) -> None:
@@ -409,7 +442,6 @@ def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
         licenses={s.source: s.license for s in licenses},
         render=render,
     )
-    dataset = build(read_inputs(params, root=root), spec=spec)
     info = build_info(root)
     target.parent.mkdir(parents=True, exist_ok=True)
     for kind in ("new", "old"):  # a killed run's staging or old folder (publish runs under its lock)
@@ -418,6 +450,7 @@ def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.new."))
     follow_umask(staging, directory=True)  # mkdtemp makes it owner-only
     try:
+        dataset = _build(params, spec, root=root, staging=staging)
         rollouts = _write_rollouts(params, dataset, root=root, staging=staging) if cfg.rollouts else None
         files = write_folder(dataset, staging=staging, params=params, licenses=licenses,
                              template_label=template_label, build=info, rollouts=rollouts)
@@ -426,4 +459,5 @@ def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
     except BaseException:
         remove_tree(staging)
         raise
+    dataset.moved(staging, target)
     return PublishResult(folder=target, dataset=dataset, files=files, build=info)
