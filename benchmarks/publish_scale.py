@@ -6,7 +6,7 @@ of a realistic size) through `passband publish`, in a fresh process per size, in
 Per size it prints the stage's wall time, rows/s, the publish process's peak resident memory (its own high-water
 mark: the tables are written by this parent, which is not counted) and that peak's growth per 1,000 items over the
 smallest size. Publish streams the problems in problem order through DuckDB and writes each config's rows a row
-group at a time, so the peak should not grow with N (issue 38: bounded memory).
+group at a time, so the peak should not grow with N (a million-item source must fit a laptop).
 """
 
 from __future__ import annotations

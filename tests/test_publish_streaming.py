@@ -1,4 +1,4 @@
-"""Publish streams the problems (issue 38: memory independent of the item count): the folder is the same however the
+"""Publish streams the problems (its memory does not grow with the item count): the folder is the same however the
 problems are cut into id ranges and chunks, rows keep problem order within a split, and a null the schema forbids
 is still a shard's one-line error (the tables are no longer read whole and validated by pyarrow)."""
 
