@@ -16,7 +16,7 @@ row is its source's split (``train`` when the source has none), so test items ne
 a train split.
 
 Streamed: the problems come from DuckDB in problem order (a range of ids at a time), their rows are
-built a chunk at a time and handed to a :class:`Sink` (the stage's writes each config's Parquet
+built a chunk at a time and handed to a :class:`Sink` (the stage's sink writes each config's Parquet
 shards as they come), so no table is ever whole in memory; :class:`Dataset` then names the written
 shards (:class:`pipeline.publish.shards.Shards`), read back a column or a batch at a time.
 """
@@ -104,14 +104,14 @@ INPUT_TABLES = ("problems", "difficulty", "policies", "reformulated_problems", "
 class Inputs:
     """The tables publish reads, as relations of one DuckDB connection named :data:`INPUT_TABLES` (the main set, the
     reformulated set, the policies of both, and the parents a method made no child for): views over the tables'
-    shards in the stage, registered Arrow tables where a caller has them in memory (:meth:`of_tables`). Nothing is
+    shards in the stage, tables copied from Arrow where a caller has them in memory (:meth:`of_tables`). Nothing is
     read whole: the problems stream through in problem order."""
 
     con: duckdb.DuckDBPyConnection
 
     @classmethod
     def of_tables(cls, **tables: pa.Table) -> Inputs:
-        """An in-memory connection with ``tables`` registered under their names (those missing: empty, as declared)."""
+        """An in-memory connection with ``tables`` under their names (those missing: empty, as declared)."""
         con = duckdb.connect(":memory:")
         for name in INPUT_TABLES:
             table = tables.get(name)
