@@ -189,8 +189,8 @@ def _drift_section(dataset: Dataset, others: list[dict]) -> list[str]:
     for q in others:
         matrix = {f: dict.fromkeys(BANDS, 0) for f in BANDS}
         for rows in dataset.configs[DEFAULT_CONFIG].values():
-            for (measured,) in (r.values() for r in rows.pylist(["difficulty"])):
-                by_id = {d["policy_id"]: d["band"] for d in measured}
+            for r in rows.pylist(["difficulty"]):
+                by_id = {d["policy_id"]: d["band"] for d in r["difficulty"]}
                 if p["policy_id"] in by_id and q["policy_id"] in by_id:
                     matrix[by_id[p["policy_id"]]][by_id[q["policy_id"]]] += 1
         out += [f"Band transitions {_code(p['name'])} (rows) -> {_code(q['name'])} (columns):", "",
@@ -276,7 +276,7 @@ def _source_difficulty_section(dataset: Dataset) -> list[str]:
 
 def _flags_section(dataset: Dataset) -> str:
     """Each flag's mean rate over the published items next to its precision and recall on labelled completions."""
-    rates: dict[str, list[float]] = {}  # flag -> [sum of its rates, items]
+    rates: dict[str, list] = {}  # flag -> [sum of its rates, items]
     for rows in dataset.configs[DEFAULT_CONFIG].values():
         for r in rows.pylist(["flag_rates"]):
             for e in r["flag_rates"]:

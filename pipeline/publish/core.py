@@ -257,15 +257,14 @@ def build(inputs: Inputs, *, spec: Spec, sink: Sink) -> Dataset:
     pol = primary["policy_id"]
     dropped: Counter[str] = Counter()  # main items measured in a band publish.bands leaves out
     published: dict[str, set[str]] = {}  # method -> parents with a kept reformulation
-    kept = {"main": 0, "reformulated": 0}
-    unmeasured = {"main": 0, "reformulated": 0}
-    for set_name, table, bands in (("main", "problems", spec.bands),
-                                   ("reformulated", "reformulated_problems", spec.reformulated_bands)):
-        reformulated = set_name == "reformulated"
+    kept_main = 0
+    unmeasured: Counter[bool] = Counter()  # reformulated? -> problems the primary policy has no measurement for
+    for table, bands, reformulated in (("problems", spec.bands, False),
+                                       ("reformulated_problems", spec.reformulated_bands, True)):
         for chunk in _chunks(con, table):
             for row in _chunk_rows(con, chunk, primary=pol, bands=bands, spec=spec, dropped=dropped,
-                                   reformulated=reformulated, unmeasured=unmeasured, key=set_name):
-                kept[set_name] += 1
+                                   reformulated=reformulated, unmeasured=unmeasured):
+                kept_main += not reformulated
                 split = row.pop(SPLIT_KEY)
                 if reformulated:
                     sink.add(REFORMULATED_CONFIG, split, row)
@@ -273,18 +272,18 @@ def build(inputs: Inputs, *, spec: Spec, sink: Sink) -> Dataset:
                 else:
                     sink.add(DEFAULT_CONFIG, split, row)
                     sink.add(row["band"], split, row)
-    if not kept["main"]:
+    if not kept_main:
         raise PublishError(
             f"nothing to publish: policy {primary['name']} ({pol}) measured no main problem in bands {list(spec.bands)} "
-            f"({unmeasured['main']} unmeasured, dropped by band: {dict(dropped) or 'none'})"
+            f"({unmeasured[False]} unmeasured, dropped by band: {dict(dropped) or 'none'})"
         )
     verifiers = con.execute("SELECT DISTINCT verifier_id FROM _publish_difficulty WHERE policy_id = ?", [pol]).fetchall()
     return Dataset(
         primary=primary,
         policies=[p for p in policies if p["policy_id"] in measured_ids],
         configs=sink.finish([DEFAULT_CONFIG, *spec.bands, REFORMULATED_CONFIG]),
-        unmeasured=unmeasured["main"],
-        unmeasured_reformulated=unmeasured["reformulated"],
+        unmeasured=unmeasured[False],
+        unmeasured_reformulated=unmeasured[True],
         dropped_bands=dict(dropped),
         verifier_ids=sorted(v for (v,) in verifiers),
         reformulation=_reformulation_counts(con, published),
@@ -336,9 +335,9 @@ def _chunks(con: duckdb.DuckDBPyConnection, table: str):
     chunk: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     for lo, hi in _ranges(con, table):
         bounds = {"lo": lo, "hi": hi}
-        with con.cursor() as pc, con.cursor() as mc:
-            rows = _rows(pc.sql(problems, params=bounds).to_arrow_reader(CHUNK))
-            by_problem = _rows(mc.sql(measured, params=bounds).to_arrow_reader(CHUNK))
+        with con.cursor() as problem_cur, con.cursor() as measured_cur:
+            rows = _rows(problem_cur.sql(problems, params=bounds).to_arrow_reader(CHUNK))
+            by_problem = _rows(measured_cur.sql(measured, params=bounds).to_arrow_reader(CHUNK))
             m = next(by_problem, None)
             for p in rows:
                 pid = p["problem_id"]
@@ -375,9 +374,9 @@ def _lineage(con: duckdb.DuckDBPyConnection, rows: dict[str, dict]) -> dict[str,
 
 
 def _chunk_rows(con: duckdb.DuckDBPyConnection, chunk, *, primary: str, bands: tuple[str, ...], spec: Spec,
-                dropped: Counter[str], reformulated: bool, unmeasured: dict[str, int], key: str):
+                dropped: Counter[str], reformulated: bool, unmeasured: Counter[bool]):
     """The rows of the chunk's problems the primary policy measured in ``bands``; a problem it did not measure counts
-    in ``unmeasured[key]``, a main problem measured in another band in ``dropped`` (a reformulation's band only names
+    in ``unmeasured[reformulated]``, a main problem measured in another band in ``dropped`` (a reformulation's band only names
     the key)."""
     problems = {p["problem_id"]: p for p, _ in chunk}
     everything = _lineage(con, problems) if any(p["parent_id"] for p in problems.values()) else problems
@@ -392,7 +391,7 @@ def _chunk_rows(con: duckdb.DuckDBPyConnection, chunk, *, primary: str, bands: t
         measured.sort(key=lambda r: (r["policy"], r["policy_id"]))
         mine = next((r for r in measured if r["policy_id"] == primary), None)
         if mine is None:
-            unmeasured[key] += 1
+            unmeasured[reformulated] += 1
             continue
         if mine["band"] not in bands:
             dropped[mine["band"]] += 0 if reformulated else 1
