@@ -380,3 +380,89 @@ def test_a_signal_gated_run_trains_with_the_gate(design, tmp_path, monkeypatch):
     assert seen[-1][0] == ["recorder"] and seen[-1][1].steps == 16
     with pytest.raises(ValueError, match="no run 'hard-d1-s1'"):
         design.train_run("hard-d1-s1", root=tmp_path)
+
+
+# --- the exploratory figures beside the pre-registered analysis ------------------------------------------
+
+@pytest.fixture
+def ex(monkeypatch):
+    return _load("prereg_exploratory", monkeypatch)
+
+
+def _exact_p(a, b, stat):
+    """The exact one-sided permutation p over every split of the pooled runs."""
+    from itertools import combinations
+
+    x = [*a, *b]
+    observed, hits, total = stat(a, b), 0, 0
+    for idx in combinations(range(len(x)), len(a)):
+        pa = [x[i] for i in idx]
+        pb = [x[i] for i in range(len(x)) if i not in idx]
+        hits += stat(pa, pb) >= observed - 1e-12
+        total += 1
+    return hits / total
+
+
+def test_the_other_tests_of_the_primary_match_their_exact_permutation_p(ex):
+    a, b = [0.31, 0.40, 0.29, 0.35], [0.30, 0.12, 0.22, 0.27, 0.05]
+    mean_diff = lambda u, v: statistics.mean(u) - statistics.mean(v)  # noqa: E731
+
+    def rank_sum(u, v):
+        from signal_vs_gain import ranks  # the fixture put the experiment's folder on sys.path
+
+        return float(ranks(np.asarray([*u, *v], dtype=float))[: len(u)].sum())
+
+    assert ex.mean_permutation_p(a, b) == pytest.approx(_exact_p(a, b, mean_diff), abs=0.005)
+    assert ex.rank_sum_permutation_p(a, b) == pytest.approx(_exact_p(a, b, rank_sum), abs=0.005)
+    # fully separated arms: the rank sum's p is one split in C(4, 2) = 6; reversed, every split reaches it
+    assert ex.rank_sum_permutation_p([3.0, 4.0], [1.0, 2.0]) == pytest.approx(1 / 6, abs=0.005)
+    assert ex.rank_sum_permutation_p([1.0, 2.0], [3.0, 4.0]) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_the_signal_adjusted_difference_recovers_a_planted_arm_effect(ex):
+    rng = np.random.default_rng(0)
+    first = np.array([True] * 12 + [False] * 40)
+    sig = np.where(first, rng.integers(7, 13, 52), rng.integers(1, 9, 52)).astype(float)
+    noise = rng.normal(0, 0.005, 52)
+    with_arm = ex.adjusted_difference(0.05 * first + 0.01 * sig + noise, first, sig, resamples=2000)
+    assert with_arm["difference"] == pytest.approx(0.05, abs=0.01)
+    assert with_arm["ci95_bootstrap"][0] < 0.05 < with_arm["ci95_bootstrap"][1]
+    # all of the arms' raw difference is the signal count: the adjusted difference is about 0
+    signal_only = ex.adjusted_difference(0.01 * sig + noise, first, sig, resamples=2000)
+    assert abs(signal_only["difference"]) < 0.01
+    assert signal_only["ci95_bootstrap"][0] < 0 < signal_only["ci95_bootstrap"][1]
+
+
+def test_exploratory_figures_over_made_up_results(ex, tmp_path):
+    import pyarrow as pa_
+    import pyarrow.parquet as pq
+
+    items = [f"p_{i:02d}" for i in range(10)]
+
+    def measured(name, rate, log=None):
+        (tmp_path / name / "difficulty").mkdir(parents=True)
+        pq.write_table(pa_.table({"problem_id": items, "pass_rate": [rate] * len(items)}),
+                       tmp_path / name / "difficulty" / "part-0.parquet")
+        if log is not None:
+            (tmp_path / name / "train_log.json").write_text(json.dumps(log))
+
+    measured("base", 0.20)
+    for i, (rate, sig) in enumerate([(0.30, 9), (0.31, 11), (0.28, 10)]):
+        measured(f"learnable-d{i}-s{i}", rate, {"groups": 16, "groups_with_signal": sig})
+    for i, (rate, sig) in enumerate([(0.18, 2), (0.24, 5), (0.21, 3), (0.26, 6)], start=10):
+        measured(f"hard-d{i}-s{i}", rate, {"groups": 16, "groups_with_signal": sig})
+    measured("hard_signal-d20-s20", 0.25, {"groups": 60, "groups_with_signal": 16,
+                                           "signal_gate": {"steps_taken": 16, "groups_skipped": 44}})
+    res = ex.explore(tmp_path)
+    s = res["signal"]
+    assert s["learnable"]["groups_with_signal"] == 30 and s["learnable"]["per_run_range"] == [9, 11]
+    assert s["hard"]["share"] == pytest.approx(16 / 64)
+    assert s["hard_signal"]["gate"] == {"steps_taken": [16], "groups_drawn": [60]}
+    assert "gate" not in s["hard"]
+    hard = res["signal_against_gain"]["per_arm"]["hard"]
+    assert hard["runs"] == 4 and hard["rho"] == pytest.approx(1.0)  # more signal, more gain, in order
+    assert "hard_signal" not in res["signal_against_gain"]["per_arm"]  # one run: no correlation
+    o = res["primary_under_other_tests"]
+    assert 0 < o["mann_whitney_permutation"] <= 0.03  # every learnable run above every hard one: 1 in C(7, 3)
+    text = ex.markdown(res)
+    assert text.startswith("*Exploratory") and "| hard_signal | 1 |" in text and "60 a run (60-60)" in text
