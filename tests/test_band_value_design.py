@@ -408,9 +408,7 @@ def test_the_other_tests_of_the_primary_match_their_exact_permutation_p(ex):
     mean_diff = lambda u, v: statistics.mean(u) - statistics.mean(v)  # noqa: E731
 
     def rank_sum(u, v):
-        from signal_vs_gain import ranks  # the fixture put the experiment's folder on sys.path
-
-        return float(ranks(np.asarray([*u, *v], dtype=float))[: len(u)].sum())
+        return float(ex.ranks(np.asarray([*u, *v], dtype=float))[: len(u)].sum())
 
     assert ex.mean_permutation_p(a, b) == pytest.approx(_exact_p(a, b, mean_diff), abs=0.005)
     assert ex.rank_sum_permutation_p(a, b) == pytest.approx(_exact_p(a, b, rank_sum), abs=0.005)

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from prereg_analysis import BASE, PRIMARY, run_means, t_sf, welch
 from progress import wilson
-from signal_vs_gain import permutation_p, spearman
+from signal_vs_gain import permutation_p, ranks, spearman
 
 HERE = Path(__file__).resolve().parent
 RESAMPLES = 100_000
@@ -65,8 +64,6 @@ def mean_permutation_p(a: Sequence[float], b: Sequence[float], *, resamples: int
 def rank_sum_permutation_p(a: Sequence[float], b: Sequence[float], *, resamples: int = RESAMPLES,
                            seed: int = SEED) -> float:
     """One-sided Mann-Whitney test of a > b: the permutation p of the first arm's rank sum (ties share ranks)."""
-    from signal_vs_gain import ranks
-
     r = ranks(np.asarray([*a, *b], dtype=float))
     observed = float(r[: len(a)].sum())
     hits = sum(int((ra.sum(axis=1) >= observed - 1e-9).sum()) for ra, _ in _shuffled(r, len(a), resamples, seed))
@@ -87,18 +84,23 @@ def train_logs(results: Path) -> dict[str, dict]:
             for p in sorted(results.glob("*/train_log.json")) if p.parent.name != BASE}
 
 
+def logged_runs(means: dict[str, dict[str, float]], logs: dict[str, dict]):
+    """(arm, its runs that have a training log, in ``means``' order) for every trained arm."""
+    for arm, runs in means.items():
+        if arm not in (BASE, "_items"):
+            yield arm, [r for r in runs if r in logs]
+
+
 def signal(means: dict[str, dict[str, float]], logs: dict[str, dict]) -> dict:
     out = {}
-    for arm, runs in means.items():
-        if arm in (BASE, "_items"):
-            continue
-        per_run = [logs[r]["groups_with_signal"] for r in runs if r in logs]
-        groups = sum(logs[r]["groups"] for r in runs if r in logs)
+    for arm, names in logged_runs(means, logs):
+        per_run = [logs[r]["groups_with_signal"] for r in names]
+        groups = sum(logs[r]["groups"] for r in names)
         res = {"runs_with_log": len(per_run), "groups": groups, "groups_with_signal": sum(per_run),
                "per_run_mean": float(np.mean(per_run)) if per_run else None,
                "per_run_range": [min(per_run), max(per_run)] if per_run else None,
                "share": sum(per_run) / groups if groups else None, "share_ci95": wilson(sum(per_run), groups)}
-        gated = [logs[r]["signal_gate"] for r in runs if r in logs and "signal_gate" in logs[r]]
+        gated = [logs[r]["signal_gate"] for r in names if "signal_gate" in logs[r]]
         if gated:
             res["gate"] = {"steps_taken": [g["steps_taken"] for g in gated],
                            "groups_drawn": [g["steps_taken"] + g["groups_skipped"] for g in gated]}
@@ -119,7 +121,6 @@ def adjusted_difference(change: np.ndarray, is_first: np.ndarray, sig: np.ndarra
     first, second = np.flatnonzero(is_first), np.flatnonzero(~is_first)
     boots = [coef(np.concatenate([rng.choice(first, len(first)), rng.choice(second, len(second))]))
              for _ in range(resamples)]
-    boots = [b for b in boots if math.isfinite(b)]
     lo, hi = np.percentile(boots, [2.5, 97.5])
     return {"difference": coef(np.arange(len(change))), "ci95_bootstrap": [float(lo), float(hi)]}
 
@@ -127,12 +128,11 @@ def adjusted_difference(change: np.ndarray, is_first: np.ndarray, sig: np.ndarra
 def signal_against_gain(means: dict[str, dict[str, float]], logs: dict[str, dict]) -> dict:
     base = next(iter(means[BASE].values()))
     out: dict = {"per_arm": {}}
-    for arm, runs in means.items():
-        names = [r for r in runs if r in logs] if arm not in (BASE, "_items") else []
+    for arm, names in logged_runs(means, logs):
         if len(names) < 3:
             continue
         sig = np.array([logs[r]["groups_with_signal"] for r in names], dtype=float)
-        change = np.array([runs[r] - base for r in names])
+        change = np.array([means[arm][r] - base for r in names])
         out["per_arm"][arm] = {"runs": len(names), "rho": spearman(sig, change),
                                "p": permutation_p(spearman, sig, change, None, seed=SEED)}
     better, worse = PRIMARY
@@ -163,9 +163,10 @@ def markdown(res: dict) -> str:
         gate = s.get("gate")
         drawn = "" if gate is None else (f"{np.mean(gate['groups_drawn']):.0f} a run "
                                          f"({min(gate['groups_drawn'])}-{max(gate['groups_drawn'])})")
-        rng = "" if s["per_run_range"] is None else f"{s['per_run_mean']:.1f} ({s['per_run_range'][0]}-{s['per_run_range'][1]})"
+        lo_hi = s["per_run_range"]
+        per_run = "" if lo_hi is None else f"{s['per_run_mean']:.1f} ({lo_hi[0]}-{lo_hi[1]})"
         share = "" if s["share"] is None else f"{s['share']:.2f} [{s['share_ci95'][0]:.2f}, {s['share_ci95'][1]:.2f}]"
-        lines.append(f"| {arm} | {s['runs_with_log']} | {rng} | {share} | {drawn} |")
+        lines.append(f"| {arm} | {s['runs_with_log']} | {per_run} | {share} | {drawn} |")
     o = res["primary_under_other_tests"]
     lines += ["", f"The primary ({PRIMARY[0]} > {PRIMARY[1]}), one-sided p under other tests: Welch's t-distribution "
               f"{o['welch_t_distribution']:.4f}, permutation of the mean difference {o['mean_difference_permutation']:.4f}, "
