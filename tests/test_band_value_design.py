@@ -452,6 +452,13 @@ def test_exploratory_figures_over_made_up_results(ex, tmp_path):
     measured("hard_signal-d20-s20", 0.25, {"groups": 60, "groups_with_signal": 16,
                                            "signal_gate": {"steps_taken": 16, "groups_skipped": 44}})
     res = ex.explore(tmp_path)
+    assert "hard_signal" not in res["signal_against_gain"]["per_arm"]  # one run: no correlation
+    for i, (rate, drawn) in enumerate([(0.22, 40), (0.27, 70)], start=21):  # the gate: 16 with a signal every run
+        measured(f"hard_signal-d{i}-s{i}", rate, {"groups": drawn, "groups_with_signal": 16,
+                                                  "signal_gate": {"steps_taken": 16, "groups_skipped": drawn - 16}})
+    gated = ex.explore(tmp_path)["signal_against_gain"]["per_arm"]["hard_signal"]
+    assert gated == {"runs": 3, "rho": None, "p": None, "constant": 16}  # undefined, not a rho of nan with p 0
+    assert "| hard_signal | 3 | undefined: every run had 16 |" in ex.markdown(ex.explore(tmp_path))
     s = res["signal"]
     assert s["learnable"]["groups_with_signal"] == 30 and s["learnable"]["per_run_range"] == [9, 11]
     assert s["hard"]["share"] == pytest.approx(16 / 64)
@@ -459,7 +466,6 @@ def test_exploratory_figures_over_made_up_results(ex, tmp_path):
     assert "gate" not in s["hard"]
     hard = res["signal_against_gain"]["per_arm"]["hard"]
     assert hard["runs"] == 4 and hard["rho"] == pytest.approx(1.0)  # more signal, more gain, in order
-    assert "hard_signal" not in res["signal_against_gain"]["per_arm"]  # one run: no correlation
     o = res["primary_under_other_tests"]
     assert 0 < o["mann_whitney_permutation"] <= 0.03  # every learnable run above every hard one: 1 in C(7, 3)
     text = ex.markdown(res)

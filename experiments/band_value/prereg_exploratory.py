@@ -133,6 +133,9 @@ def signal_against_gain(means: dict[str, dict[str, float]], logs: dict[str, dict
             continue
         sig = np.array([logs[r]["groups_with_signal"] for r in names], dtype=float)
         change = np.array([means[arm][r] - base for r in names])
+        if np.ptp(sig) == 0:  # every run had the same count (the gate fixes hard_signal's): rho is undefined
+            out["per_arm"][arm] = {"runs": len(names), "rho": None, "p": None, "constant": int(sig[0])}
+            continue
         out["per_arm"][arm] = {"runs": len(names), "rho": spearman(sig, change),
                                "p": permutation_p(spearman, sig, change, None, seed=SEED)}
     better, worse = PRIMARY
@@ -174,7 +177,8 @@ def markdown(res: dict) -> str:
     g = res["signal_against_gain"]
     lines += ["| arm | runs | Spearman rho, groups with a signal vs held-out change | p (permutation, two-sided) |",
               "|---|---|---|---|"]
-    lines += [f"| {arm} | {x['runs']} | {x['rho']:+.2f} | {x['p']:.3f} |" for arm, x in g["per_arm"].items()]
+    lines += [f"| {arm} | {x['runs']} | undefined: every run had {x['constant']} |  |" if x["rho"] is None else
+              f"| {arm} | {x['runs']} | {x['rho']:+.2f} | {x['p']:.3f} |" for arm, x in g["per_arm"].items()]
     if "adjusted" in g:
         a = g["adjusted"]
         lines += ["", f"{a['contrast']} (least squares): {a['difference']:+.3f}, bootstrap 95 % "
