@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent.parent / "experiments" / "band_value"
+REPO = HERE.parent.parent
 
 
 def _load(name: str, monkeypatch):
@@ -470,3 +471,65 @@ def test_exploratory_figures_over_made_up_results(ex, tmp_path):
     assert 0 < o["mann_whitney_permutation"] <= 0.03  # every learnable run above every hard one: 1 in C(7, 3)
     text = ex.markdown(res)
     assert text.startswith("*Exploratory") and "| hard_signal | 1 |" in text and "60 a run (60-60)" in text
+
+
+# --- the result: the locked script on the committed runs -------------------------------------------------------
+
+def _close(got, saved, path="result"):
+    """``got`` (a fresh analysis, through JSON) equals ``saved`` to 1e-9 in every number, key for key."""
+    if isinstance(saved, dict):
+        assert isinstance(got, dict) and got.keys() == saved.keys(), path
+        for k in saved:
+            _close(got[k], saved[k], f"{path}.{k}")
+    elif isinstance(saved, list):
+        assert isinstance(got, list) and len(got) == len(saved), path
+        for i, (g, s) in enumerate(zip(got, saved, strict=True)):
+            _close(g, s, f"{path}[{i}]")
+    elif isinstance(saved, float):
+        assert got == pytest.approx(saved, rel=1e-9, abs=1e-12), path
+    else:
+        assert got == saved, path
+
+
+@pytest.mark.slow
+def test_the_pre_registered_result_is_the_locked_scripts_on_the_committed_runs(pa, ex, design):
+    """The design ran to its size (every planned run, no other, each measured on all 122 held-out items), and the
+    result the write-up reports is what the digest-locked script gives on ``prereg/results`` as committed:
+    ``prereg/analysis/*.json`` to 1e-9, and the figures RESULTS.md, README.md and docs/training.md quote."""
+    d = design.load_design()
+    planned = {r["name"] for r in design.plan(d["runs"], first_run=d["first_run"])}
+    results = HERE / "prereg" / "results"
+    assert {p.name for p in results.iterdir() if p.is_dir()} == planned | {"base"} and len(planned) == 76
+    saved = HERE / "prereg" / "analysis"
+    res = json.loads(json.dumps(pa.analyse(pa.run_means(results))))
+    _close(res, json.loads((saved / "primary.json").read_text()))
+    assert pa.markdown(res) + "\n" == (saved / "primary.md").read_text()
+    explored = json.loads(json.dumps(ex.explore(results)))
+    _close(explored, json.loads((saved / "exploratory.json").read_text()))
+    assert ex.markdown(explored) + "\n" == (saved / "exploratory.md").read_text()
+
+    assert res["items"] == 122 and {a: x["runs"] for a, x in res["arms"].items()} == d["runs"]
+    p = res["primary"]
+    assert p["decided"] and p["p_one_sided"] < 0.001 and p["ci95"][0] > 0  # learnable > hard, decided
+    assert not any(s["decided"] for s in res["secondary"])  # neither secondary decided
+    quoted = {  # each figure as the write-up words it
+        "diff": f"{p['diff']:+.3f}", "ci95": f"[{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]",
+        "ci90": f"[{p['ci90'][0]:+.3f}, {p['ci90'][1]:+.3f}]", "p": f"{p['p_one_sided']:.5f}",
+    }
+    text = {name: (REPO / name).read_text(encoding="utf-8")
+            for name in ("experiments/band_value/RESULTS.md", "README.md", "docs/training.md")}
+    for name, body in text.items():
+        for what in ("diff", "ci95", "p"):
+            assert quoted[what] in body, f"{name} does not quote the primary's {what} {quoted[what]}"
+    results_md = text["experiments/band_value/RESULTS.md"]
+    assert quoted["ci90"] in results_md
+    for c in (p, *res["secondary"]):  # the contrasts' table: difference, both intervals, p
+        row = f"| {c['runs'][0]} / {c['runs'][1]} | "
+        row = next((line for line in results_md.splitlines() if row in line and c["contrast"] in line), "")
+        for ci in ("ci90", "ci95"):
+            assert f"[{c[ci][0]:+.3f}, {c[ci][1]:+.3f}]" in row, (c["contrast"], ci, row)
+        assert f"{c['diff']:+.3f}" in row, (c["contrast"], row)
+        if c is not p:
+            assert f"| {c['p_one_sided']:.3f} | {c['p_holm']:.2f} | no |" in row, (c["contrast"], row)
+    adjusted = explored["signal_against_gain"]["adjusted"]
+    assert f"{adjusted['difference']:+.3f}" in results_md
