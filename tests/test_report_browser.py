@@ -3,7 +3,7 @@
 No console error or failed load; every chart is drawn (plotly's SVG is in the DOM and its screenshot is not blank);
 the band and flag numbers shown (tables and the band chart's bars) are the SQL views'; the item browser filters by
 band, flag, source and text, and a click on an item (or on a suspicious item's link) shows its rollouts.
-Skipped when Chromium is missing, a failure under PASSBAND_REQUIRE_SHARED=1 (CI; `.ci/setup` installs it).
+Skipped when Chromium is missing, a failure under PASSBAND_REQUIRE_SHARED=1 (CI; `.ci/setup-browser` installs it).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ CAP = 5  # report.max_rollouts_per_item here: below k, so the cap shows
 def _chromium() -> str:
     path = chromium_path()
     if path is None:
-        reason = "no Chromium (/usr/bin/chromium; Debian's package `chromium`, which .ci/setup installs as root)"
+        reason = ("no Chromium (/usr/bin/chromium or $PASSBAND_CHROMIUM): run `bash .ci/setup-browser` as root "
+                  "(Debian's package `chromium`), or point PASSBAND_CHROMIUM at a Chromium or Chrome")
         if os.environ.get("PASSBAND_REQUIRE_SHARED", "") not in ("", "0"):
             pytest.fail(reason + " and PASSBAND_REQUIRE_SHARED=1")
         pytest.skip(reason)
