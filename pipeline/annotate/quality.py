@@ -1,6 +1,8 @@
 """How far each flag can be trusted: precision and recall against completions labelled by reading.
 
-The labelled set (``flag_labels.jsonl`` beside this module: package data, so an installed wheel has it; made by
+The labelled set (``flag_labels.jsonl`` beside this module in a checkout; the wheel leaves it out, since only the
+repository's benchmarks and tests and ``passband probe report --labelled`` read it, and ships ``flag_quality.yaml``
+instead, the figures measured on it; made by
 ``benchmarks/make_flag_set.py`` and labelled by hand following docs/flags.md) holds real completions of the
 embedded model with what a careful reader says about each: its final answer, whether it is correct, and the labels
 below. :func:`measure` runs the real verify core (math-verify in its worker pool) and the real
@@ -42,6 +44,9 @@ LABELLED_SET = Path(__file__).resolve().with_name("flag_labels.jsonl")
 def load_labels(path: Path = LABELLED_SET) -> list[dict]:
     """The labelled rows; a row missing a field or with a non-boolean label is a one-line error naming it."""
     rows = []
+    if Path(path) == LABELLED_SET and not LABELLED_SET.is_file():
+        raise LabelsError(f"the labelled flag set is the repository's (pipeline/annotate/{LABELLED_SET.name}), not the "
+                          "installed package's: run from a checkout of passband, or without it (--no-labelled)")
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as exc:
