@@ -60,6 +60,9 @@ def test_the_default_plan_syncs_the_cpu_lock_with_uv():
     assert argv[2][:3] == [UV, "pip", "install"] and argv[2][-2:] == ["-e", "."]
     assert {"--no-deps", "--no-build-isolation"} <= set(argv[2])      # everything came from the lock
     assert len(steps) == 3 and dry_run("--cpu")[1] == steps
+    # bytecode: written on first import by default; compiled at install on request (.ci/run: the suite's processes)
+    assert "--compile-bytecode" not in argv[1]
+    assert "--compile-bytecode" in dry_run(PASSBAND_COMPILE_BYTECODE="1")[1][1][1]
     assert not any("apt-get" in a for step in argv for a in step)      # no system package for the main job
 
 
