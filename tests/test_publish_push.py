@@ -127,3 +127,67 @@ def test_push_needs_a_token_an_explicit_valid_repo_id_and_the_cards_repo(repo, t
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     r = passband(repo, env_for(None, tmp_path), "push", "--repo-id", "o/d")
     assert r.returncode == 1 and "the card was built for 'o/other'" in r.stderr
+
+
+def _refused(repo: Path, tmp_path: Path, *args: str) -> str:
+    """push (dry run, then a real one) against a stand-in Hub: refused in one line, the Hub never asked anything."""
+    with HubServer(token=TOKEN) as hub:
+        for extra in (["--dry-run"], []):
+            r = passband(repo, env_for(hub, tmp_path), "push", "--repo-id", "o/d", *args, *extra)
+            assert r.returncode == 1, (extra, r.stdout, r.stderr[-2000:])
+            assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+        assert hub.requests == [] and hub.commits == []
+    return r.stderr
+
+
+def test_push_uploads_exactly_what_publish_wrote_and_never_follows_a_link(repo, tmp_path):
+    folder = repo / "data/published"
+    build = json.loads((folder / "build.json").read_text())
+    on_disk = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert sorted(build["files"]) == [p for p in on_disk if p != "build.json"]   # the manifest: every other file
+    assert all(len(m["sha256"]) == 64 and m["size"] == (folder / p).stat().st_size for p, m in build["files"].items())
+    secret = tmp_path / "private.txt"
+    secret.write_text("PRIVATE-KEY-MATERIAL")
+
+    (folder / "NOTES.txt").symlink_to(secret)  # a link planted after publish, to a file outside
+    assert "NOTES.txt is a link" in _refused(repo, tmp_path)
+    (folder / "NOTES.txt").unlink()
+    (folder / "data" / "more").symlink_to(tmp_path, target_is_directory=True)  # a link to a folder
+    assert "data/more is a link" in _refused(repo, tmp_path)
+    (folder / "data" / "more").unlink()
+    (folder / ".hidden").write_text("not publish's")  # hidden entries are no exception
+    assert ".hidden was not written by publish" in _refused(repo, tmp_path)
+    (folder / ".hidden").unlink()
+    (folder / "data" / "extra").mkdir()
+    assert "data/extra/ was not written by publish" in _refused(repo, tmp_path)
+    (folder / "data" / "extra").rmdir()
+    shard = folder / next(p for p in build["files"] if p.endswith(".parquet"))
+    original = shard.read_bytes()
+    shard.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))  # same size, other bytes
+    assert "changed since publish wrote it" in _refused(repo, tmp_path)
+    shard.unlink()
+    shard.symlink_to(secret)  # a listed file replaced by a link
+    assert f"{shard.relative_to(folder)} is a link" in _refused(repo, tmp_path)
+    shard.unlink()
+    shard.write_bytes(original)
+
+    with HubServer(token=TOKEN) as hub:  # the folder as publish left it: pushed, build.json included
+        r = passband(repo, env_for(hub, tmp_path), "push", "--repo-id", "o/d")
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert set(hub.commits[0].added) == {*build["files"], "build.json"}
+        assert not any(b"PRIVATE-KEY-MATERIAL" in data for data in hub.commits[0].added.values())
+
+
+def test_a_corrupt_build_json_or_a_repo_id_the_hub_refuses_is_one_line(repo, tmp_path):
+    build = repo / "data/published/build.json"
+    good = build.read_bytes()
+    for content in (b"{not json", b"[1, 2]", b"\xff\xfe", b'{"files": {"../x": {"size": 1}}}', b'{"passband_version": 1}',
+                    json.dumps({**json.loads(good), "files": {}}).encode()):
+        build.write_bytes(content)
+        assert "run `passband publish` again" in _refused(repo, tmp_path), content
+    build.write_bytes(good)
+    with HubServer(token=TOKEN) as hub:
+        for repo_id in ("a..b/c", "o/a--b", "o/name.git", "o/d\n", "o/d\r", "-o/d", "o/" + "x" * 97):
+            r = passband(repo, env_for(hub, tmp_path), "push", "--repo-id", repo_id)
+            assert r.returncode == 1 and "must be ORG/NAME" in r.stderr and r.stderr.count("\n") == 1, (repo_id, r.stderr)
+        assert hub.requests == []

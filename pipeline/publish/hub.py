@@ -7,11 +7,13 @@ asked for, the push is refused unless ``--allow-visibility-mismatch`` (upload; t
 visibility) or ``--set-visibility`` (``update_repo_settings`` makes it the one asked for, then upload)
 is given. The visibility printed is always the one the Hub reports, read back after any change.
 
-Every file of the folder goes up in a single commit (huggingface_hub's ``upload_folder``) whose
-message names the passband version and the dvc.lock digest the folder was built from (read from its
-build.json). Files a previous push left under the folders passband manages (``data/``, ``exports/``,
-``licenses/``) and that the new build no longer has are deleted in the same commit
-(``upload_folder(delete_patterns=...)``), so the card's globs never pick up a stale shard.
+Exactly the files publish wrote go up, in a single commit (huggingface_hub's ``create_commit``) whose
+message names the passband version and the dvc.lock digest the folder was built from: build.json lists each with
+its size and sha256, and a folder holding a link, an entry publish did not write, or a listed file that changed is
+refused before anything is uploaded (pipeline.publish.manifest); each file is opened without following links and
+uploaded from that open file. Files a previous push left under the folders passband manages (``data/``,
+``exports/``, ``licenses/``) and that the new build no longer has are deleted in the same commit, so the card's
+globs never pick up a stale shard.
 
 The token is huggingface_hub's own: ``HF_TOKEN`` or the user's ``hf auth login``. It is passed
 to the client in memory only; passband never prints, logs or writes it.
@@ -20,17 +22,17 @@ to the client in memory only; passband never prints, logs or writes it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config import NAME_PATTERN, NAME_RULE
-from pipeline.publish import BUILD_FILE, read_build_info
+from pipeline.publish import manifest
 from pipeline.publish.core import PublishError
+from pipeline.publish.manifest import BUILD_FILE
 
-MANAGED = ("data/", "exports/", "licenses/")
-DELETE_PATTERNS = [f"{d}**" for d in MANAGED]  # remote files there that this upload lacks are deleted
-IGNORE_PATTERNS = [".*", "*/.*"]  # hidden entries stay local (as folder_files skips them)
-_REPO_ID = re.compile(rf"^{NAME_PATTERN.pattern}/{NAME_PATTERN.pattern}$")  # as publish.repo_id (config)
+MANAGED = ("data/", "exports/", "licenses/")  # remote files there that this upload lacks are deleted
+_REPO_ID = re.compile(rf"{NAME_PATTERN.pattern}/{NAME_PATTERN.pattern}")  # as publish.repo_id (config), fullmatch
 
 
 @dataclass
@@ -40,6 +42,8 @@ class PushPlan:
     files: list[tuple[str, int]]  # (path in repo, size in bytes)
     commit_message: str
     commit_description: str
+    entries: list[manifest.Entry] = field(default_factory=list)  # build.json's files, checked in the folder
+    build_bytes: bytes = b""  # build.json as read when planned (uploaded as such)
 
 
 @dataclass
@@ -90,20 +94,17 @@ def settle_visibility(api, repo: str, *, private: bool, allow_mismatch: bool = F
 
 
 def check_repo_id(repo_id: str) -> str:
-    if not _REPO_ID.match(repo_id or ""):
-        raise PublishError(f"repo id {repo_id!r} must be ORG/NAME, each {NAME_RULE}")
+    """``repo_id`` when it is ORG/NAME as passband and the Hub both accept it; else one line (nothing is contacted)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    bad = f"repo id {repo_id!r} must be ORG/NAME, each {NAME_RULE}"
+    if not isinstance(repo_id, str) or not _REPO_ID.fullmatch(repo_id):
+        raise PublishError(bad)
+    try:
+        validate_repo_id(repo_id)  # the Hub's own rules too: no '--' or '..', no '.git' ending, ...
+    except HFValidationError as exc:
+        raise PublishError(f"{bad}; the Hub refuses it: {str(exc).splitlines()[0]}") from None
     return repo_id
-
-
-def folder_files(folder: Path) -> list[tuple[str, int]]:
-    """Every file under the folder (hidden entries skipped), as (posix path, size), sorted."""
-    folder = Path(folder)
-    out = []
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder)
-        if p.is_file() and not any(part.startswith(".") for part in rel.parts):
-            out.append((rel.as_posix(), p.stat().st_size))
-    return out
 
 
 def commit_message(build: dict) -> tuple[str, str]:
@@ -129,11 +130,17 @@ def plan(folder: Path, *, repo_id: str, private: bool, card_repo_id: str | None)
             f"the card was built for {card_repo_id!r} (publish.repo_id) but --repo-id is {repo_id!r}: "
             "set publish.repo_id to the target and run `passband publish` again"
         )
-    build = read_build_info(folder)
-    if not (folder / "README.md").is_file():
+    raw, build = manifest.read_build(folder)
+    entries = manifest.verified_files(folder, build)
+    if "README.md" not in {e.path for e in entries}:
         raise PublishError(f"{folder} has no README.md: build it with `passband publish` first")
-    summary, description = commit_message(build)
-    return PushPlan(repo_id, private, folder_files(folder), summary, description)
+    try:
+        summary, description = commit_message(build)
+    except (KeyError, TypeError, AttributeError):
+        raise manifest.ManifestError(f"{folder / BUILD_FILE} is corrupt (its fields are not publish's): run "
+                                     "`passband publish` again") from None
+    files = [(e.path, e.size) for e in entries] + [(BUILD_FILE, len(raw))]
+    return PushPlan(repo_id, private, sorted(files), summary, description, entries=entries, build_bytes=raw)
 
 
 def resolve_token() -> str:
@@ -148,18 +155,26 @@ def resolve_token() -> str:
 
 def push(folder: Path, the_plan: PushPlan, *, allow_mismatch: bool = False, set_visibility: bool = False) -> PushResult:
     """Create the repo if needed (else check its visibility: :func:`settle_visibility`) and upload the folder in one commit."""
-    from huggingface_hub import HfApi
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
     folder = Path(folder)
     api = HfApi(token=resolve_token())
     repo = the_plan.repo_id
     try:
-        private, created, changed = settle_visibility(api, repo, private=the_plan.private,
-                                                      allow_mismatch=allow_mismatch, set_visibility=set_visibility)
-        info = api.upload_folder(repo_id=repo, folder_path=folder, repo_type="dataset",
-                                 commit_message=the_plan.commit_message, commit_description=the_plan.commit_description,
-                                 ignore_patterns=IGNORE_PATTERNS, delete_patterns=DELETE_PATTERNS)
+        with ExitStack() as opened:
+            # every file opened (no link followed) and checked against build.json before the Hub is asked anything
+            adds = [CommitOperationAdd(e.path, opened.enter_context(manifest.open_verified(folder, e)))
+                    for e in the_plan.entries]
+            adds.append(CommitOperationAdd(BUILD_FILE, the_plan.build_bytes))
+            private, created, changed = settle_visibility(api, repo, private=the_plan.private,
+                                                          allow_mismatch=allow_mismatch, set_visibility=set_visibility)
+            keep = {e.path for e in the_plan.entries}
+            stale = [] if created else [p for p in api.list_repo_files(repo, repo_type="dataset")
+                                        if p.startswith(MANAGED) and p not in keep]
+            info = api.create_commit(repo, [*adds, *(CommitOperationDelete(p) for p in stale)], repo_type="dataset",
+                                     commit_message=the_plan.commit_message,
+                                     commit_description=the_plan.commit_description)
     except HfHubHTTPError as exc:  # one line, never the request headers
         raise PublishError(f"push to {repo} failed: {str(exc).splitlines()[0]}") from None
     except Exception as exc:

@@ -27,7 +27,9 @@ from pipeline.keys import canonical_json
 from pipeline.ownership import check_target, published_proof, remove_tree
 from pipeline.publish import card as card_mod
 from pipeline.publish import exports as ex
+from pipeline.publish import manifest
 from pipeline.publish import rollouts as ro
+from pipeline.publish.manifest import BUILD_FILE
 from pipeline.publish.core import (
     BANDS,
     DEFAULT_CONFIG,
@@ -48,7 +50,6 @@ from pipeline.tablesets import table_set
 
 __all__ = ["BANDS", "BUILD_FILE", "PublishError", "PublishResult", "build", "read_build_info", "run"]
 
-BUILD_FILE = "build.json"
 LOCK_STAGE = "publish"  # its own lock entry is left out of the digest (it records this stage's output)
 
 
@@ -148,10 +149,8 @@ def build_info(root: Path) -> card_mod.BuildInfo:
 
 
 def read_build_info(folder: Path) -> dict:
-    path = Path(folder) / BUILD_FILE
-    if not path.is_file():
-        raise PublishError(f"{folder} holds no {BUILD_FILE}: build it with `passband publish` first")
-    return json.loads(path.read_text())
+    """build.json as an object; one line when it is missing, a link or corrupt (pipeline.publish.manifest)."""
+    return manifest.read_build(folder)[1]
 
 
 # --- licenses ----------------------------------------------------------------------------------
@@ -356,7 +355,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
     exports = {fmt: exported for fmt in ex.FORMATS} if exported else {}
     put_bytes("README.md", card_mod.render(dataset, files=files, exports=exports, spec=spec, build=build,
                                            private=cfg.private, rollouts=rollouts).encode())
-    manifest = {
+    build_json = {
         **build.as_dict(),
         "policy": {"name": dataset.primary["name"], "policy_id": dataset.primary["policy_id"]},
         "verifier_ids": dataset.verifier_ids,
@@ -365,8 +364,9 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
         "unmeasured": dataset.unmeasured,
         "unmeasured_reformulated": dataset.unmeasured_reformulated,
         "rollouts": rollouts.as_dict() if rollouts else None,
+        "files": manifest.file_manifest(staging),  # what push uploads, and nothing else
     }
-    put_bytes(BUILD_FILE, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    put_bytes(BUILD_FILE, (json.dumps(build_json, indent=2, sort_keys=True) + "\n").encode())
     return sorted(written)
 
 
