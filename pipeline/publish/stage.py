@@ -29,7 +29,6 @@ from pipeline.publish import card as card_mod
 from pipeline.publish import exports as ex
 from pipeline.publish import manifest
 from pipeline.publish import rollouts as ro
-from pipeline.publish.manifest import BUILD_FILE
 from pipeline.publish.core import (
     BANDS,
     DEFAULT_CONFIG,
@@ -42,6 +41,7 @@ from pipeline.publish.core import (
     Spec,
     build,
 )
+from pipeline.publish.manifest import BUILD_FILE
 from pipeline.publish.shards import ConfigWriter
 from pipeline.rollout.prompts import load_template, render
 from pipeline.schema import schema
