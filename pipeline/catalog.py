@@ -290,14 +290,14 @@ def catalog_names(params: Params) -> set[str]:
     return {*table_dirs(params), "flag_kinds", "bands", *(name for name, _ in extra_views())}
 
 
-def catalog_proof(path: Path, *, names: set[str]) -> bool:
+def catalog_proof(path: Path) -> bool:
     """``path`` is a catalog passband wrote: a DuckDB database holding views and nothing else, each with
-    :data:`VIEW_COMMENT`, or, a catalog of an earlier version (no comments yet), each named as one of
-    ``names`` (:func:`catalog_names`). A user's table, macro, or view of their own makes it theirs."""
+    :data:`VIEW_COMMENT`, passband's marker. Names prove nothing: a user's file of views named ``difficulty`` and
+    ``flags`` (as :func:`catalog_names`) is theirs, as is any file with a table, a macro or a view of their own."""
     objects = _catalog_objects(path)
     if not objects or any(kind != "view" for kind, _, _ in objects):
         return False
-    return all(comment == VIEW_COMMENT for _, _, comment in objects) or all(name in names for _, name, _ in objects)
+    return all(comment == VIEW_COMMENT for _, _, comment in objects)
 
 
 def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
@@ -309,11 +309,11 @@ def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
                            "file_search_path cannot hold; move it to a folder without one "
                            "(`passband sql` and `passband summary` work without the catalog file)")
     target = root / params.paths.catalog
-    names = catalog_names(params)
 
     def check() -> None:
-        check_file_target(target, owned=lambda p: catalog_proof(p, names=names), what="the catalog",
-                          proof="passband's catalog holds only views, each with its comment", key="catalog")
+        check_file_target(target, owned=catalog_proof, what="the catalog",
+                          proof="passband's catalog holds only views, each with its comment (a catalog written "
+                                "before 26 Nov has none: delete it once and re-run)", key="catalog")
 
     check()  # before any work: a user's DuckDB file is refused, untouched
     target.parent.mkdir(parents=True, exist_ok=True)
