@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import tempfile
 import threading
@@ -30,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import polars as pl
+import pyarrow as pa
 
 from pipeline.annotate.detectors import flag_kinds_sql
 from pipeline.bands import sql_values
@@ -54,16 +57,21 @@ class CatalogError(PassbandError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds of one query: wall-clock seconds, DuckDB's memory and spill (MiB), rows fetched (None: every row)."""
+    """Bounds of one query: wall-clock seconds, DuckDB's memory and spill (MiB), rows fetched (None: every row), and
+    the result's size (MiB of Arrow data, None: unbounded). With ``memory_mb`` set, the process's data segment is
+    also capped while the query runs (:func:`_data_limit`): DuckDB builds a chunk's values (2,048 rows) outside its
+    own memory limit, which alone let 51 rows of 50 MB reach 2.3 GB."""
 
     timeout_s: float | None = None
     memory_mb: int | None = None
     spill_mb: int = 4096
     max_rows: int | None = None
+    max_result_mb: int | None = None
 
 
 # what `passband sql` gives a query unless told otherwise (its --help shows them)
-SQL_LIMITS = Limits(timeout_s=30.0, memory_mb=1024, spill_mb=4096)
+SQL_LIMITS = Limits(timeout_s=30.0, memory_mb=1024, spill_mb=4096, max_result_mb=256)
+_SLACK_MB = 256  # the data limit over DuckDB's memory limit and the result's budget: buffers DuckDB does not count
 
 
 def table_dirs(params: Params) -> dict[str, list[str]]:
@@ -378,6 +386,53 @@ def read_only_statement(sql: str) -> duckdb.Statement:
     return st
 
 
+def _collect(rel: duckdb.DuckDBPyRelation, limits: Limits) -> pa.Table:
+    """The relation's rows as Arrow, streamed; past ``limits.max_result_mb`` the query stops with one line."""
+    budget = None if limits.max_result_mb is None else limits.max_result_mb << 20
+    batches, size = [], 0
+    reader = rel.to_arrow_reader(1024)
+    for batch in reader:
+        size += batch.nbytes
+        if budget is not None and size > budget:
+            raise CatalogError(f"SQL error: the result is over its size limit of {limits.max_result_mb} MiB and was "
+                               "stopped; narrow it (WHERE, LIMIT, fewer or shorter columns) or raise --max-result-mb")
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=reader.schema)
+
+
+def _vm_data_bytes() -> int | None:
+    """This process's data segment now (``VmData``: what RLIMIT_DATA counts), or None where /proc has no such line."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+@contextlib.contextmanager
+def _data_limit(limits: Limits) -> Iterator[None]:
+    """While the query runs, cap the process's data segment (RLIMIT_DATA) at what it holds now plus DuckDB's memory
+    limit, the result's budget and some slack; DuckDB then fails the allocation ("Out of Memory") instead of growing
+    past its limit. Nothing is capped without a memory limit, or where the platform has no RLIMIT_DATA."""
+    now = _vm_data_bytes()
+    if limits.memory_mb is None or now is None or not hasattr(resource, "RLIMIT_DATA"):
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = now + ((limits.memory_mb + (limits.max_result_mb or 0) + _SLACK_MB) << 20)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY:
+        cap = min(cap, soft)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
 def query(params: Params, sql: str, *, root: Path = Path("."), attempts: int = 5, limits: Limits = Limits()):
     """Run one read-only query ``sql`` over the catalog (:func:`session`) and return a polars DataFrame;
     any other statement, and every DuckDB error, becomes one line (a CatalogError). ``limits``: its time,
@@ -392,16 +447,21 @@ def query(params: Params, sql: str, *, root: Path = Path("."), attempts: int = 5
     for attempt in range(attempts):
         try:
             # views are bound when the session opens: a shard's footer is read now
-            with session(params, root=root, limits=limits) as con:
+            with session(params, root=root, limits=limits) as con, _data_limit(limits):
                 def fetch(con=con):
                     rel = con.sql(statement.query)
-                    return (rel if limits.max_rows is None else rel.limit(limits.max_rows)).pl()
-                return _bounded(con, fetch, timeout_s=limits.timeout_s)
-        except duckdb.OutOfMemoryException as exc:
+                    return _collect(rel if limits.max_rows is None else rel.limit(limits.max_rows), limits)
+                return pl.from_arrow(_bounded(con, fetch, timeout_s=limits.timeout_s), rechunk=False)
+        except (duckdb.OutOfMemoryException, MemoryError) as exc:
             memory = "DuckDB's default" if limits.memory_mb is None else f"{limits.memory_mb} MiB"
             raise CatalogError(f"SQL error: {str(exc).splitlines()[0]}; the query needs more than its memory limit "
                                f"({memory}) and spill ({limits.spill_mb} MiB): narrow it, or raise --memory-mb") from None
-        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+        except (duckdb.IOException, duckdb.InvalidInputException, OSError) as exc:
+            if "Out of Memory" in str(exc):  # DuckDB's, raised through pyarrow's stream reader as an OSError
+                raise CatalogError(f"SQL error: {str(exc).splitlines()[0]}; the query needs more memory than its "
+                                   "limit (--memory-mb): narrow it") from None
+            if not isinstance(exc, duckdb.Error):
+                raise CatalogError(f"SQL error: {str(exc).splitlines()[0]}") from None
             if attempt + 1 < attempts:
                 time.sleep(0.05 * (attempt + 1))
                 continue

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -40,29 +43,36 @@ def catalog(*, params, root) -> None:
               help="DuckDB's memory limit; past it the query spills to a private temp folder.")
 @click.option("--spill-mb", type=click.IntRange(min=0), default=SQL_LIMITS.spill_mb, show_default=True,
               help="At most this much spilled to disk (a private mkdtemp folder, removed afterwards).")
+@click.option("--max-result-mb", type=click.IntRange(min=1, max=1 << 20), default=SQL_LIMITS.max_result_mb,
+              show_default=True, help="Stop the query, with a one-line error, once its result holds more than this.")
+@click.option("--overwrite", is_flag=True,
+              help="Let --output replace an existing file (never a link, params.yaml, dvc.yaml or dvc.lock).")
 @with_params
 def sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, timeout_s: float, memory_mb: int, spill_mb: int,
-        params, root) -> None:
+        max_result_mb: int, overwrite: bool, params, root) -> None:
     """Run one read-only query over the tables (problems, rejects, policies, rollouts, verdicts, flags, difficulty, ...).
 
     SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW or SUMMARIZE only: COPY, ATTACH, INSTALL, SET, CREATE and other
     statements are refused, and no file outside the table folders and the published dataset can be read
-    (save a result with --output). A query is bounded: --timeout, --memory-mb, --spill-mb; Ctrl-C stops it.
+    (save a result with --output: a new file, or an existing one with --overwrite). A query is bounded:
+    --timeout, --memory-mb (with the result's budget, the process's data while it runs), --spill-mb,
+    --max-result-mb; Ctrl-C stops it. Control characters in text shown on a terminal are escaped (\\x1b).
 
     \b
     passband sql "SELECT source, count(*) FROM problems GROUP BY 1"
     passband sql "SELECT * FROM rejects" --format csv -o rejects.csv
     """
     try:
-        _sql(sql, fmt=fmt, output=output, max_rows=max_rows, params=params, root=root,
-             limits=Limits(timeout_s=timeout_s, memory_mb=memory_mb, spill_mb=spill_mb))
+        _sql(sql, fmt=fmt, output=output, max_rows=max_rows, params=params, root=root, overwrite=overwrite,
+             limits=Limits(timeout_s=timeout_s, memory_mb=memory_mb, spill_mb=spill_mb, max_result_mb=max_result_mb))
     except KeyboardInterrupt:  # a ^C before the query runs (one during it is the query's own one-line error)
         raise PassbandError("interrupted (Ctrl-C)") from None
 
 
-def _sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, params, root: Path, limits: Limits) -> None:
+def _sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, params, root: Path, limits: Limits,
+         overwrite: bool = False) -> None:
     if output is not None:
-        _check_output(output, params, root=root)
+        _check_output(output, params, root=root, overwrite=overwrite)
     if fmt == "parquet" and output is None:
         raise PassbandError("--format parquet needs --output FILE")
     # the table view fetches one row more than it shows, to say that there are more
@@ -74,6 +84,9 @@ def _sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, params, root
         raise PassbandError(f"SQL error: the result has a column of a type passband sql cannot show "
                             f"({_first_line(exc)}); cast it in the query, e.g. CAST(x AS VARCHAR)") from None
     try:
+        terminal = output is None and sys.stdout.isatty()
+        if fmt == "table" or (fmt == "csv" and terminal):
+            df = escape_controls(df)  # a value's ESC or OSC sequence would drive the terminal
         if fmt == "table":
             more = df.height > max_rows
             with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
@@ -86,7 +99,7 @@ def _sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, params, root
         elif fmt == "json":
             text = as_text_columns(df, nested=False).write_json()
         else:
-            df.write_parquet(output)
+            _write_atomic(output, df.write_parquet)
             return
     except pl.exceptions.PolarsError as exc:
         raise PassbandError(f"cannot write the result as {fmt} ({_first_line(exc)}); try another --format, or cast "
@@ -94,7 +107,39 @@ def _sql(sql: str, *, fmt: str, output: Path | None, max_rows: int, params, root
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        output.write_text(text)
+        _write_atomic(output, lambda tmp: Path(tmp).write_text(text))
+
+
+_CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # C0 but tab and newline, DEL, C1 (ESC, CSI, OSC, ...)
+
+
+def escape_controls(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with every control character of its text columns (tab and newline aside) shown as ``\\xNN``."""
+    def shown(col: pl.Expr) -> pl.Expr:
+        return col.map_elements(lambda v: re.sub(_CONTROLS, lambda m: f"\\x{ord(m[0]):02x}", v), return_dtype=pl.String)
+
+    text = [name for name, dtype in df.schema.items() if dtype == pl.String]
+    flagged = [n for n in text if df[n].str.contains(_CONTROLS).any()]
+    return df.with_columns(shown(pl.col(n)) for n in flagged) if flagged else df
+
+
+def _write_atomic(output: Path, write) -> None:
+    """``write(tmp)`` to a new file beside ``output``, then renamed over it: a link at ``output`` is replaced, never
+    written through, and a failed write leaves what was there."""
+    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, output)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _first_line(exc: BaseException) -> str:
@@ -119,8 +164,13 @@ def as_text_columns(df: pl.DataFrame, *, nested: bool) -> pl.DataFrame:
     return df.with_columns(columns) if columns else df
 
 
-def _check_output(output: Path, params, *, root: Path) -> None:
-    """--output never replaces a shard or the catalog: a one-line error naming it."""
+def _check_output(output: Path, params, *, root: Path, overwrite: bool = False) -> None:
+    """--output is a new file, or with ``overwrite`` an existing regular file; never a link, a folder, the project's
+    own files (params, dvc.yaml, dvc.lock), a shard or the catalog: a one-line error naming it."""
+    if os.path.islink(output):
+        raise PassbandError(f"--output {output} is a link: passband writes no result through a link; name a file")
+    if not output.parent.is_dir():
+        raise PassbandError(f"--output {output}: the folder {output.parent} does not exist")
     target = output.resolve()
     owned = [(Path(d), "output folder") for d in allowed_directories(params, root=root) if Path(d).is_absolute()]
     owned.append(((root / params.paths.catalog).resolve(), "catalog file"))
@@ -128,3 +178,10 @@ def _check_output(output: Path, params, *, root: Path) -> None:
         if target == path or target.is_relative_to(path):
             raise PassbandError(f"--output {output} would overwrite passband's own {what} ({path}); "
                                 "write the result to a file outside it")
+    if output.exists():
+        if not output.is_file():
+            raise PassbandError(f"--output {output} exists and is not a regular file")
+        if output.resolve() in {(root / name).resolve() for name in ("params.yaml", "dvc.yaml", "dvc.lock")}:
+            raise PassbandError(f"--output {output} is the project's own file: write the result elsewhere")
+        if not overwrite:
+            raise PassbandError(f"--output {output} exists: pass --overwrite to replace it, or name a new file")

@@ -405,3 +405,64 @@ def test_the_spill_folder_is_private_fresh_and_removed(repo, tmp_path, monkeypat
         assert Path(spill).stat().st_mode & 0o777 == 0o700
     assert not Path(spill).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([planted.name, secret.name])
+
+
+# --- the result's bounds, --output, and text shown on a terminal ------------------------------------
+
+
+def test_a_result_over_its_budget_is_one_line(repo):
+    out = _refused(_sql(repo, "SELECT * FROM range(100000000)", "--format", "csv", "--max-result-mb", "16"),
+                   "SQL error: the result is over its size limit of 16 MiB")
+    assert "--max-result-mb" in out
+    res = _sql(repo, "SELECT * FROM range(1000)", "--format", "csv", "--max-result-mb", "1")  # 8 kB: within
+    assert res.exit_code == 0 and len(res.output.splitlines()) == 1001
+
+
+@pytest.mark.slow
+def test_a_query_that_builds_huge_values_stays_within_its_memory(repo, tmp_path):
+    """51 values of 50 MB: DuckDB builds a chunk's values outside its memory limit (2.3 GB before); the process's
+    data is capped while the query runs, so it fails in one line near its limits."""
+    import subprocess
+    import sys
+
+    code = ("import resource, sys\nfrom pipeline.cli import main\ntry:\n    main()\nfinally:\n"
+            "    print('peak-kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code, "sql", "SELECT repeat('x', 50000000) AS v FROM range(51)",
+                           "--params", str(repo), "--memory-mb", "256", "--max-result-mb", "64", "--format", "csv",
+                           "-o", str(tmp_path / "out.csv")], capture_output=True, text=True, timeout=300)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and lines[0].startswith("Error: SQL error:") and len(lines) == 2, proc.stderr[-2000:]
+    peak_mb = int(lines[1].split()[1]) >> 10
+    assert peak_mb < 256 + 64 + 256 + 300, peak_mb   # its limits, the slack, and the interpreter with its libraries
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_output_never_goes_through_a_link_nor_over_a_file_unasked(repo, tmp_path):
+    root = repo.parent
+    private = tmp_path / "private.txt"
+    private.write_text("keep me")
+    link = tmp_path / "result.csv"
+    link.symlink_to(private)
+    _refused(_sql(repo, "SELECT 1 AS x", "--format", "csv", "-o", str(link), "--overwrite"), f"--output {link} is a link")
+    assert private.read_text() == "keep me" and link.is_symlink()
+    before = (root / "params.yaml").read_bytes()
+    _refused(_sql(repo, "SELECT 1 AS x", "--format", "csv", "-o", str(root / "params.yaml"), "--overwrite"),
+             f"--output {root / 'params.yaml'} is the project's own file")
+    assert (root / "params.yaml").read_bytes() == before
+    _refused(_sql(repo, "SELECT 1 AS x", "--format", "csv", "-o", str(private)), f"--output {private} exists")
+    assert private.read_text() == "keep me"
+    assert _sql(repo, "SELECT 1 AS x", "--format", "csv", "-o", str(private), "--overwrite").exit_code == 0
+    assert private.read_text() == "x\n1\n"
+    new = tmp_path / "new.parquet"
+    assert _sql(repo, "SELECT 1 AS x", "--format", "parquet", "-o", str(new)).exit_code == 0 and new.stat().st_size
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]   # the temp file was renamed or removed
+    _refused(_sql(repo, "SELECT 1 AS x", "-o", str(tmp_path / "missing" / "x.csv")), "--output")
+
+
+def test_control_characters_never_reach_the_terminal_raw(repo):
+    osc = "chr(27) || ']0;pwned' || chr(7) || chr(155) || 'id'"
+    res = _sql(repo, f"SELECT {osc} AS problem_id, 'a' || chr(10) || 'b' AS text")
+    assert res.exit_code == 0 and "\x1b" not in res.output and "\x07" not in res.output and "\x9b" not in res.output
+    assert "\\x1b]0;pwned\\x07\\x9bid" in res.output
+    res = _sql(repo, f"SELECT {osc} AS problem_id", "--format", "json")   # JSON escapes them itself
+    assert "\x1b" not in res.output and "\\u001b" in res.output
