@@ -524,7 +524,7 @@ def _suspect_golds(dataset: Dataset) -> list[str]:
             hits = pa.Table.from_batches([batch]).filter(pc.field("gold_suspect")).to_pylist()
             suspect += len(hits)
             top = sorted(top + hits, key=order)[:SUSPECTS_SHOWN]
-    shown = [[f"`{r['problem_id']}`", r["answer"], r["pass_rate"], round(r["gold_suspicion"], 3)] for r in top]
+    shown = [[_code(r['problem_id']), _code(r['answer']), r['pass_rate'], round(r['gold_suspicion'], 3)] for r in top]
     return [
         "## Suspect answer keys",
         "",
