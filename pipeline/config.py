@@ -44,6 +44,9 @@ def unknown_name(what: str, name: str, known) -> ConfigError:
 # a slash or a control character. 100 characters at most: two names still fit one file name (255 bytes).
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 NAME_RULE = "1 to 100 letters, digits, '_', '.' or '-', starting with a letter or digit"
+# The most samples of one problem any count may ask for (rollout.k, an adaptive budget's steps, the rollouts shown
+# per item). pass@k studies go to 1,024; past a bound, one typo (k: 1e9) planned 10^11 samples and took 4 GB in 20 s.
+MAX_K = 4096
 
 
 def check_name(value: str) -> str:
@@ -217,17 +220,19 @@ class SourceConfig(Model):
 
 class IngestConfig(Model):
     sources: list[SourceConfig] = Field(description="the inputs, read in order (duplicates fold into the first)")
-    max_question_chars: int = Field(20_000, gt=0, description="cap on a question (longer: a reject)")
+    max_question_chars: int = Field(20_000, gt=0, le=10_000_000, description="cap on a question (longer: a reject)")
     max_answer_chars: int | None = Field(None, gt=0, description="cap on a gold answer (longer: a reject); null: "
                                                                  "verify.max_answer_chars, the longest answer the "
                                                                  "verifier reads (more is an error: such a gold could "
                                                                  "never be answered)")
-    max_solution_chars: int = Field(50_000, gt=0, description="cap on a reference solution (longer: a reject)")
-    max_field_chars: int = Field(1_000, gt=0, description="cap on a row's id, subject and level (longer: a reject)")
-    max_metadata_chars: int = Field(10_000, gt=0, description="cap on a row's extra columns as JSON (longer: a reject)")
-    max_line_bytes: int = Field(1 << 20, gt=0, description="cap on a JSONL line; a longer one is a reject, "
+    max_solution_chars: int = Field(50_000, gt=0, le=10_000_000, description="cap on a reference solution (longer: a reject)")
+    max_field_chars: int = Field(1_000, gt=0, le=1_000_000, description="cap on a row's id, subject and level (longer: a reject)")
+    max_metadata_chars: int = Field(10_000, gt=0, le=10_000_000,
+                                    description="cap on a row's extra columns as JSON (longer: a reject)")
+    max_line_bytes: int = Field(1 << 20, gt=0, le=256 << 20, description="cap on a JSONL line; a longer one is a reject, "
                                                             "skipped in bounded reads, never parsed")
-    shard_rows: int = Field(100_000, gt=0, description="rows per problems/rejects shard (a shard also stops at 16 MiB of text)")
+    shard_rows: int = Field(100_000, gt=0, le=10_000_000,
+                            description="rows per problems/rejects shard (a shard also stops at 16 MiB of text)")
     memory_limit_mb: int = Field(256, ge=64, description="DuckDB's memory limit for the duplicate fold (it spills past it)")
 
     @field_validator("sources")
@@ -245,7 +250,7 @@ class SamplingConfig(Model):
     temperature: float = Field(0.8, ge=0, description="sampling temperature (part of policy_id, as is every sampling key)")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass")
     top_k: int = Field(-1, description="top-k sampling (-1: off)")
-    max_tokens: int = Field(128, gt=0, description="tokens generated at most (a longer completion is truncated)")
+    max_tokens: int = Field(128, gt=0, le=1 << 20, description="tokens generated at most (a longer completion is truncated)")
     stop: list[str] = Field(default_factory=list, description="stop strings (generation ends at the first)")
 
 
@@ -301,19 +306,19 @@ class AdaptiveBudget(Model):
 
     kind: Literal["adaptive"] = "adaptive"
     rule: Literal["predictive", "posterior"] = Field("predictive", description="the stopping rule (docs/adaptive.md)")
-    min_k: int = Field(4, gt=0, description="samples every problem gets first")
-    step: int = Field(2, gt=0, description="samples added per round")
+    min_k: int = Field(4, gt=0, le=MAX_K, description="samples every problem gets first")
+    step: int = Field(2, gt=0, le=MAX_K, description="samples added per round")
     confidence: float = Field(0.95, gt=0.5, lt=1, description="stop once the band side is this certain")
 
 
 class RolloutConfig(Model):
     policies: list[Name] = Field(min_length=1, description="names in policies: the snapshots that run")
-    k: int = Field(8, gt=0, description="samples per problem: all of them (budget fixed) or at most (adaptive: max_k)")
+    k: int = Field(8, gt=0, le=MAX_K, description="samples per problem: all of them (budget fixed) or at most (adaptive: max_k)")
     budget: FixedBudget | AdaptiveBudget = Field(default_factory=FixedBudget, discriminator="kind",
                                                  description="kind fixed (k samples each) or adaptive (stop early)")
     sources: list[Name] | None = Field(None, description="only problems from these sources (None: all)")
     limit: int | None = Field(None, gt=0, description="at most this many problems (in problem_id order)")
-    shard_size: int = Field(64, gt=0, description="problems per output shard")
+    shard_size: int = Field(64, gt=0, le=1_000_000, description="problems per output shard")
     engine_options: dict[Name, dict[str, Any]] = Field(
         default_factory=dict, description="per engine name, that engine's options (performance knobs, not part of policy_id)"
     )
@@ -339,7 +344,7 @@ class VerifyConfig(Model):
                                        "verdicts do not depend on it)")
     timeout_s: float = Field(5.0, gt=0, description="one check's CPU-time limit (past it: a timeout verdict)")
     memory_mb: int = Field(1024, gt=0, description="a worker's address-space limit (past it: an error verdict)")
-    max_answer_chars: int = Field(200, gt=0, description="an extracted answer longer than this is no_answer")
+    max_answer_chars: int = Field(200, gt=0, le=1_000_000, description="an extracted answer longer than this is no_answer")
     options: dict[str, Any] = Field(default_factory=dict, description="math-verify options (part of verifier_id)")
     extractors: list[Name] = Field(default_factory=lambda: ["boxed", "gsm8k", "answer_is", "is_the_answer"], min_length=1,
                                   description="answer extractors, tried in order (pipeline/verify/extractors)")
@@ -352,7 +357,7 @@ class VerifyConfig(Model):
     executor: Literal["local", "ray"] = Field("local", description="ray: the checks as Ray tasks, chunk by chunk "
                                                                    "(same bounds and verdicts; pipeline/verify/on_ray.py)")
     ray_address: str | None = Field(None, description="executor ray: the cluster (None: RAY_ADDRESS, else a local Ray)")
-    ray_chunk_rows: int = Field(2000, gt=0, description="executor ray: rollouts per task")
+    ray_chunk_rows: int = Field(2000, gt=0, le=1_000_000, description="executor ray: rollouts per task")
 
 
 class BandsConfig(Model):
@@ -443,10 +448,10 @@ class PublishConfig(Model):
                             description="the card's Hub tags")
     exports: list[Name] = Field(default_factory=lambda: ["default", band_names.LEARNABLE],
                                description="configs exported per trainer")
-    shard_rows: int = Field(100_000, gt=0, description="rows per Parquet shard")
+    shard_rows: int = Field(100_000, gt=0, le=10_000_000, description="rows per Parquet shard")
     rollouts: bool = Field(True, description="add the `rollouts` config: every published item's completions per "
                                              "policy, with verdicts, extracted answers and flags")
-    max_rollouts_per_item: int = Field(16, gt=0, description="rollouts config: at most this many completions per "
+    max_rollouts_per_item: int = Field(16, gt=0, le=MAX_K, description="rollouts config: at most this many completions per "
                                                              "item and policy (the first ones counted in its pass rate)")
     options: dict[str, Any] = Field(default_factory=dict, description="not read by publish today (reserved)")
 
@@ -454,11 +459,12 @@ class PublishConfig(Model):
 class ReportConfig(Model):
     """The static report site (paths.report); see pipeline/report."""
 
-    max_rollouts_per_item: int = Field(8, gt=0, description="item browser: at most this many rollouts shown per item "
+    max_rollouts_per_item: int = Field(8, gt=0, le=MAX_K, description="item browser: at most this many rollouts shown per item "
                                                             "and policy (the first ones counted in its pass rate)")
-    items_per_file: int = Field(100, gt=0, description="items per lazily loaded item file (items/NNNNN.js)")
-    index_rows_per_file: int = Field(5000, gt=0, description="items per shard of the browser's index (index/NNNNN.js)")
-    listed: int = Field(50, gt=0, description="rows per list of suspicious items (rare successes, unsupported "
+    items_per_file: int = Field(100, gt=0, le=100_000, description="items per lazily loaded item file (items/NNNNN.js)")
+    index_rows_per_file: int = Field(5000, gt=0, le=1_000_000,
+                                     description="items per shard of the browser's index (index/NNNNN.js)")
+    listed: int = Field(50, gt=0, le=100_000, description="rows per list of suspicious items (rare successes, unsupported "
                                               "answers, flagged-correct share)")
 
 
@@ -564,14 +570,64 @@ def parse_params(raw: dict[str, Any], *, origin: str = "params") -> Params:
         raise ConfigError(_format_error(exc, origin)) from None
 
 
+# A params file is a page of settings: past these it is refused before it is parsed into values. DVC parses the
+# file itself (`dvc repro`, `dvc status`) and expands every alias, so a 1 KB file of nested aliases (a "billion
+# laughs") took it to 6 GB; passband refuses such a file at its first command (`passband doctor` checks it too).
+MAX_PARAMS_BYTES = 1 << 20
+MAX_PARAMS_NODES = 100_000  # scalars, lists and mappings, each alias counted as the whole node it repeats
+
+
+def expanded_nodes(text: str) -> int:
+    """How many YAML nodes ``text`` holds once every alias is expanded (as DVC's parser does), computed without
+    expanding: an anchored node's size is counted once and reused at each alias."""
+    from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
+
+    sizes: dict[str, int] = {}
+    stack: list[list] = []  # per open collection: [anchor, nodes so far]
+    total = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, AliasEvent):
+            n = sizes.get(event.anchor, 1)
+        elif isinstance(event, CollectionStartEvent):
+            stack.append([event.anchor, 1])
+            continue
+        elif isinstance(event, CollectionEndEvent):
+            anchor, n = stack.pop()
+            if anchor:
+                sizes[anchor] = n
+        elif isinstance(event, NodeEvent):  # a scalar
+            n = 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        else:
+            continue
+        if stack:
+            stack[-1][1] += n
+        else:
+            total += n
+        if total > MAX_PARAMS_NODES or any(c[1] > MAX_PARAMS_NODES for c in stack[-1:]):
+            return MAX_PARAMS_NODES + 1
+    return total
+
+
 def load_params(path: str | Path = "params.yaml") -> Params:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"params file not found: {path}")
+    if path.stat().st_size > MAX_PARAMS_BYTES:
+        raise ConfigError(f"{path}: {path.stat().st_size:,} bytes, over the {MAX_PARAMS_BYTES:,} a params file may hold: "
+                          "put data in files that the params name")
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_text()
+        if expanded_nodes(text) > MAX_PARAMS_NODES:
+            raise ConfigError(f"{path}: its aliases expand to over {MAX_PARAMS_NODES:,} values (DVC expands them when "
+                              "it reads the file, which would take it to gigabytes): write the values out, or use fewer "
+                              "nested aliases")
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     params = parse_params(raw, origin=str(path))
     try:
         check_paths(params.paths, root=path.resolve().parent)

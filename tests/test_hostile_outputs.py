@@ -317,3 +317,49 @@ def test_a_system_prompt_with_a_carriage_return_stays_in_its_cell(pub):
     line = next(ln for ln in readme.split("\n") if ln.startswith("| system prompt |"))
     assert "\r" not in readme and line.count(" | ") == 1 and line.endswith("``` |")
     assert "\\r" in line and "<img" in line.split("```")[1]  # inside the code span: text, not HTML
+
+
+# --- parameters with no bound ------------------------------------------------------------------------
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+
+
+def test_count_parameters_are_bounded(tmp_path):
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    for value in (10**9, "1e9", 4097):
+        raw["rollout"]["k"] = value
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+        with pytest.raises(ConfigError, match="rollout.k"):
+            load_params(tmp_path / "params.yaml")
+    raw["rollout"]["k"] = 4096
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    assert load_params(tmp_path / "params.yaml").rollout.k == 4096
+
+
+def test_an_alias_bomb_or_a_huge_params_file_is_refused_before_it_is_parsed(tmp_path):
+    import resource
+    import time
+
+    base_text = (Path(__file__).resolve().parents[1] / "params.yaml").read_text()
+    path = tmp_path / "params.yaml"
+    path.write_text(base_text + "\nbomb:\n" + "".join("  " + line + "\n" for line in BOMB.splitlines()))
+    assert len(BOMB) < 1024  # 9^9 = 387 million values once expanded
+    cpu, peak = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ConfigError, match="aliases expand to over 100,000 values"):
+        load_params(path)
+    assert time.process_time() - cpu < 1 and resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 50_000
+    one_line_error(run(tmp_path, "doctor"), "aliases expand")
+    path.write_text(base_text + "\n# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match="over the 1,048,576 a params file may hold"):
+        load_params(path)
+    # anchors that repeat a little are fine: a shared sampling block
+    raw = yaml.safe_load(base_text)
+    text = base_text.replace("  smollm2-135m-3shot:\n    sampling: {max_tokens: 48, stop: [\"\\nQ:\", \"\\n\\n\"]}",
+                             "  smollm2-135m-3shot:\n    sampling: &s {max_tokens: 48, stop: [\"\\nQ:\", \"\\n\\n\"]}\n"
+                             "  other:\n    sampling: *s")
+    assert text != base_text
+    path.write_text(text)
+    params = load_params(path)
+    assert params.policies["other"].sampling == params.policies["smollm2-135m-3shot"].sampling == \
+        load_params(Path(__file__).resolve().parents[1] / "params.yaml").policies[next(iter(raw["policies"]))].sampling
