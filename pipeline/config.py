@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -144,6 +145,8 @@ def check_paths(paths: Paths, *, root: Path | None = None) -> None:
         raise ConfigError(f"paths.allow_outside: {unknown_name('path key', bad[0], values)}")
     norm: dict[str, str] = {}
     for key, value in values.items():
+        if "\0" in value:
+            raise ConfigError(f"paths.{key}: {value!r} holds a NUL byte, which no file name can")
         n = os.path.normpath(value) if value.strip() else ""
         if n in ("", "."):
             raise ConfigError(f"paths.{key}: {value!r} is the project folder itself; passband replaces its output "
@@ -173,6 +176,7 @@ def _check_resolved(values: dict[str, str], norm: dict[str, str], root: Path) ->
     """The checks of :func:`check_paths` again, on each path as the system resolves it (links followed)."""
     real: dict[str, Path] = {}
     for key, value in values.items():
+        _check_walkable(root, key, value)
         # os.path.realpath follows each link before the `..` after it, as open() does; normpath drops `x/..`
         # by name. They differ exactly when a `..` comes after a link: the name then says one folder and
         # the system writes another.
@@ -192,6 +196,23 @@ def _check_resolved(values: dict[str, str], norm: dict[str, str], root: Path) ->
                 what = "is the same folder as" if real[a] == real[b] else "contains"
                 raise ConfigError(f"paths.{a} ({values[a]!r}) {what} paths.{b} ({values[b]!r}) once symbolic links "
                                   f"are followed ({real[a]}): every configured path needs a folder of its own")
+
+
+def _check_walkable(root: Path, key: str, value: str) -> None:
+    """Each part of ``root/value`` that exists is a folder (the last may be a file) and resolves: a link loop or a
+    file in the middle is one line here, not an OSError when a stage first creates the folder."""
+    where = Path(root)
+    parts = Path(value).parts
+    for i, part in enumerate(parts):
+        where = where / part
+        try:
+            st = os.stat(where)
+        except FileNotFoundError:
+            return  # the rest does not exist yet: the stage creates it
+        except OSError as exc:  # ELOOP: a link loop; ENOTDIR, EACCES
+            raise ConfigError(f"paths.{key}: {value!r} cannot be used: {where}: {exc.strerror}") from None
+        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"paths.{key}: {value!r} goes through {where}, which is a file, not a folder")
 
 
 def _resolve(root: Path, norm: str) -> Path:

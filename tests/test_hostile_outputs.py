@@ -330,7 +330,7 @@ def test_count_parameters_are_bounded(tmp_path):
     for value in (10**9, "1e9", 4097):
         raw["rollout"]["k"] = value
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-        with pytest.raises(ConfigError, match="rollout.k"):
+        with pytest.raises(ConfigError, match=r"rollout\.k"):
             load_params(tmp_path / "params.yaml")
     raw["rollout"]["k"] = 4096
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))

@@ -424,3 +424,18 @@ def test_each_kinds_proof_is_accepted_and_a_lookalike_is_not(tmp_path, kind, pro
     (folder / proof).write_text(json.dumps(content))
     assert own.check_target(folder, owned=owned, what=f"the {kind} folder") is True
     assert own.check_target(tmp_path / "absent", owned=owned, what="x") is False
+
+
+@pytest.mark.parametrize("case", ["nul", "loop", "through a file", "through a file, deeper"])
+def test_a_configured_path_with_a_nul_a_link_loop_or_a_file_in_it_is_one_line(tmp_path, case):
+    root = mini_repo(tmp_path / "repo")
+    (root / "loop").symlink_to("loop")
+    (root / "afile").write_text("x")
+    value, needle = {"nul": ("data/pro\0blems", "NUL byte"),
+                     "loop": ("loop/problems", "Too many levels of symbolic links"),
+                     "through a file": ("afile/problems", "which is a file, not a folder"),
+                     "through a file, deeper": ("afile/x/problems", "which is a file, not a folder")}[case]
+    set_params(root, paths={"problems": value})
+    before = snapshot(root)
+    one_line_error(run(root, "ingest", "--no-progress"), f"paths.problems: {value!r}", needle)
+    assert snapshot(root) == before
