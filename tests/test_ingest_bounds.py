@@ -345,3 +345,56 @@ def test_a_row_that_cannot_be_decoded_is_one_reject(tmp_path):
     res = _ingest(tmp_path / "u.parquet", kind="parquet")
     assert _reasons(res) == [("u.parquet:1", "not_utf8")]
     assert _answers(res) == ["2", "4"]
+
+
+# --- Parquet and local folders: a byte budget before anything is decoded --------------------------------------
+
+
+def _plain_parquet(path: Path, n: int, size: int, **write) -> Path:
+    """``n`` distinct questions of ``size`` characters, plain-encoded (no dictionary) and zstd: tiny on disk."""
+    rows = {"question": [f"{i:06d}" + "x" * size for i in range(n)], "answer": [str(i) for i in range(n)]}
+    pq.write_table(pa.table(rows), path, compression="zstd", use_dictionary=False, **write)
+    return path
+
+
+@pytest.mark.slow
+def test_a_parquet_compression_bomb_is_refused_unread(tmp_path):
+    """256 distinct 1.5 MB values in one plain page: 15 kB on disk, 384 MB decoded (1.4 GB and 68 s before)."""
+    path = _plain_parquet(tmp_path / "bomb.parquet", 256, 1_500_000)
+    assert path.stat().st_size < 100_000
+    tracemalloc.start()
+    with pytest.raises(SourceError, match=r"decompresses to 384,\d{3},\d{3} bytes .* compression bomb"):
+        _ingest(path, kind="parquet")
+    assert tracemalloc.get_traced_memory()[1] < 32 << 20
+    tracemalloc.stop()
+
+
+@pytest.mark.slow
+def test_large_plain_values_under_the_bomb_line_are_read_a_few_rows_at_a_time(tmp_path, monkeypatch):
+    """160 distinct 1.5 MB values in pages of one value each (240 MB decoded): each batch holds about 16 MB, so the
+    rejects are measured ten at a time, and each reject costs the same however many the column holds."""
+    import pipeline.ingest.arrow_rows as arrow_rows
+
+    path = _plain_parquet(tmp_path / "big.parquet", 160, 1_500_000, data_page_size=1 << 20, write_batch_size=1)
+    sizes: list[int] = []
+    real = arrow_rows.row_bytes
+    monkeypatch.setattr(arrow_rows, "row_bytes", lambda arr: sizes.append(len(arr)) or real(arr))
+    result = _ingest(path, kind="parquet")
+    assert [r for _, r in _reasons(result)] == ["question_too_long"] * 160
+    assert max(sizes) <= 16   # rows per batch: 16 MB / 1.5 MB, not 1,024
+
+
+def test_a_local_folder_without_split_names_is_read_by_the_bounded_readers(tmp_path):
+    """`kind: hf` on a folder of `data.jsonl` (all 'train', as 🤗 datasets reads it): the line cap holds there too
+    (a 100 MB line passed through the datasets library at 859 MiB)."""
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    big = json.dumps({"question": "x" * (3 << 20), "answer": "1"}).encode()
+    _jsonl(folder / "data.jsonl", [*_good_lines(), big])
+    result = _ingest(folder, kind="hf", mapping={"question": "question", "answer": "answer"})
+    assert sorted(_answers(result)) == sorted(r["answer"] for r in GOOD)
+    assert [r for _, r in _reasons(result)] == ["line_too_long"]
+    pq.write_table(pa.table({"question": [r["question"] for r in GOOD], "answer": [r["answer"] for r in GOOD]}),
+                   folder / "part-0.parquet")   # a Parquet file with no split name: read as the parquet kind reads
+    result = _ingest(folder, kind="hf", mapping={"question": "question", "answer": "answer"})
+    assert sorted(_answers(result)) == sorted(r["answer"] for r in GOOD) and _reasons(result) == []

@@ -97,18 +97,23 @@ def _chars(arr: pa.Array) -> np.ndarray:
     return pc.fill_null(pc.utf8_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
+def _is_text(t: pa.DataType) -> bool:
+    value_type = t.value_type if pa.types.is_dictionary(t) else t
+    return pa.types.is_string(value_type) or pa.types.is_large_string(value_type)
+
+
 def text_chars(arr: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
     """Each row's length in characters for a text column (dictionary-encoded or not); None for any other type."""
     arr = _flat(arr)
-    value_type = arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
-    if not (pa.types.is_string(value_type) or pa.types.is_large_string(value_type)):
+    if not _is_text(arr.type):
         return None
     return _dictionary_wise(arr, _chars)
 
 
 def _head(arr: pa.Array | pa.ChunkedArray | None, i: int, n: int = EXCERPT_CHARS) -> str:
-    """The first ``n`` characters of row ``i`` of a text column ("" for anything else)."""
-    if arr is None or text_chars(arr) is None:
+    """The first ``n`` characters of row ``i`` of a text column ("" for anything else); only that row is read, so a
+    reject costs the same whatever the column holds."""
+    if arr is None or not _is_text(arr.type):
         return ""
     arr = _flat(arr)
     try:
@@ -130,8 +135,11 @@ def _id_of(arr: pa.Array | pa.ChunkedArray | None, i: int, sizes: np.ndarray | N
     if arr is None or sizes is None:
         return None
     if sizes[i] > ID_BYTES:
-        chars = text_chars(arr)
-        return None if chars is None else f"{_head(arr, i, 160)}... ({chars[i]} characters)"
+        if not _is_text(arr.type):
+            return None
+        arr = _flat(arr)
+        one = arr.dictionary.take([arr.indices[i].as_py()]) if pa.types.is_dictionary(arr.type) else arr.slice(i, 1)
+        return f"{_head(arr, i, 160)}... ({_chars(one)[0]} characters)"
     try:
         value = _flat(arr)[i].as_py()
     except (pa.ArrowException, UnicodeDecodeError):

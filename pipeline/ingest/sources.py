@@ -44,6 +44,10 @@ PROBLEM_FIELDS = ("id", "question", "answer", "solution", "subject", "level", "s
 GOLD_FROM = ("answer", "gsm8k", "boxed")
 SKIP_BYTES = 1 << 20  # a line over the cap is skipped in reads of this size
 PARQUET_BATCH_ROWS = 1_024
+PARQUET_BATCH_BYTES = 16 << 20  # a Parquet batch's decoded size, from the row group's footer, before decoding
+# A column chunk that decompresses past both is refused unread: its pages' size is not in the footer, and one page
+# of 384 MB plain values compressed 25,800x into 15 kB (the issue's file) took 650 MB to read ten rows.
+BOMB_BYTES, BOMB_RATIO = 256 << 20, 100
 
 
 class SourceError(PassbandError):
@@ -363,19 +367,47 @@ def _arrow_rows(cfg: SourceConfig, batches: Iterable[pa.RecordBatch], m: Mapping
 
 
 def _parquet_batches(cfg: SourceConfig, files: Path | list[str], m: Mapping) -> Iterator[pa.RecordBatch]:
-    """The record batches of a Parquet file, folder or file list, PARQUET_BATCH_ROWS rows at a
-    time. Only the columns a row needs are read; text columns are read as dictionaries, so a value stored once
-    and repeated is held once (decoding a dictionary page densely would copy it into every row)."""
+    """The record batches of a Parquet file, folder or file list, row group by row group. Only the columns a row
+    needs are read; text columns are read as dictionaries, so a value stored once and repeated is held once
+    (decoding a dictionary page densely would copy it into every row). A batch holds at most PARQUET_BATCH_ROWS
+    rows and, by the row group's own footer (its columns' uncompressed bytes per row), about
+    PARQUET_BATCH_BYTES: the budget is known before anything is decoded, so 256 distinct 1.5 MB values that
+    compress to 15 kB are read ten at a time, not 1,024 (1.4 GB)."""
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
-    schema = ds.dataset(files, format="parquet").schema
+    found = ds.dataset(files, format="parquet")
+    schema = found.schema
     _check_columns(cfg, schema.names, m)
     columns = _read_columns(schema, m)
     text = [c for c in columns if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)
             or pa.types.is_binary(schema.field(c).type)]
-    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=text))
-    dataset = ds.dataset(files, format=fmt)
-    return dataset.to_batches(columns=columns, batch_size=PARQUET_BATCH_ROWS)
+    paths_ = list(found.files)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for path in paths_:
+            md = pq.read_metadata(path)
+            wanted = [i for i in range(md.num_columns) if md.schema.column(i).path.split(".")[0] in columns]
+            chunks = [(md.row_group(g), md.row_group(g).column(i)) for g in range(md.num_row_groups) for i in wanted]
+            for _, c in chunks:
+                if c.total_uncompressed_size > BOMB_BYTES and c.total_uncompressed_size > BOMB_RATIO * c.total_compressed_size:
+                    raise SourceError(
+                        f"source {cfg.name!r}: {path}: column {c.path_in_schema!r} decompresses to "
+                        f"{c.total_uncompressed_size:,} bytes from {c.total_compressed_size:,} "
+                        f"({c.total_uncompressed_size // max(c.total_compressed_size, 1):,}x): refused unread as a "
+                        "compression bomb (nothing was written)")
+            # as dictionaries only the text columns stored as dictionaries in every row group: a dictionary built
+            # from plain pages would hold every distinct value of the row group at once
+            stored = {c.path_in_schema for _, c in chunks if not c.has_dictionary_page}
+            with pq.ParquetFile(path, read_dictionary=[c for c in text if c not in stored]) as pf:
+                for g in range(md.num_row_groups):
+                    rg = md.row_group(g)
+                    if rg.num_rows == 0:
+                        continue
+                    size = sum(rg.column(i).total_uncompressed_size for i in wanted)
+                    rows = max(1, min(PARQUET_BATCH_ROWS, PARQUET_BATCH_BYTES * rg.num_rows // max(size, 1)))
+                    yield from pf.iter_batches(batch_size=rows, row_groups=[g], columns=columns)
+    return batches()
 
 
 def _guarded(cfg: SourceConfig, path: Path, batches: Iterator[pa.RecordBatch], counter: list[int],
@@ -414,10 +446,11 @@ def parquet(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iter
 def hf(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
     """A Hub dataset (``path``, or the preset's dataset), or local data, under the same caps as the other kinds.
 
-    Local data: a Parquet or JSONL file, or a folder holding ``<split>-*.parquet`` / ``<split>.parquet``
-    files (the Hub's shard names; any depth), is read as the parquet and jsonl kinds read (bounded batches,
-    the caps applied before decoding, the line cap), with no 🤗 datasets cache. Any other local folder, or a
-    Hub name, streams through ``load_dataset(name, options.config, split=options.hf_split, streaming=True)``
+    Local data: a Parquet or JSONL file, or a folder holding ``<split>-*.parquet`` / ``<split>.parquet`` (or
+    ``.jsonl``) files (the Hub's shard names; any depth), or for ``train`` a folder of such files without split
+    names (as 🤗 datasets reads it), is read as the parquet and jsonl kinds read (bounded batches, the caps applied
+    before decoding, the line cap), with no 🤗 datasets cache. Any other local folder (CSV, Arrow), or a Hub
+    name, streams through ``load_dataset(name, options.config, split=options.hf_split, streaming=True)``
     as Arrow batches (no Arrow cache is built), measured the same way. Rows are named ``<split>:<n>``.
     """
     m = _mapping(cfg)
@@ -442,12 +475,24 @@ def hf(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[
 
 
 def _local_files(local: Path, split: str) -> tuple[str, list[str]] | None:
-    """``(builder, files)`` for a local Parquet/JSONL file or a folder of ``<split>`` shards; None otherwise."""
+    """``(builder, files)`` for a local Parquet/JSONL file or a folder of ``<split>`` shards; None otherwise.
+
+    A folder whose files carry no split name (``data.jsonl``, ``part-0.parquet``) is, as 🤗 datasets reads it,
+    all ``train``: its Parquet files, else its JSON lines files, go through the same bounded readers."""
     builders = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
     if local.is_file():
         return (builders[local.suffix], [str(local)]) if local.suffix in builders else None
-    found = sorted({*local.rglob(f"{split}-*.parquet"), *local.rglob(f"{split}.parquet")})
-    return ("parquet", [str(p) for p in found]) if found else None
+    for builder, suffixes in (("parquet", (".parquet",)), ("json", (".jsonl", ".json"))):
+        found = sorted({p for sfx in suffixes for p in (*local.rglob(f"{split}-*{sfx}"), *local.rglob(f"{split}{sfx}"))})
+        if found:
+            return builder, [str(p) for p in found]
+    if split == "train":
+        for builder, suffixes in (("parquet", (".parquet",)), ("json", (".jsonl", ".json"))):
+            found = sorted(p for sfx in suffixes for p in local.rglob(f"*{sfx}")
+                           if not any(part.startswith((".", "_")) for part in p.relative_to(local).parts))
+            if found:
+                return builder, [str(p) for p in found]
+    return None
 
 
 def _load(cfg: SourceConfig, name: str, load: Callable) -> Any:
