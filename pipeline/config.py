@@ -250,6 +250,9 @@ class IngestConfig(Model):
     max_field_chars: int = Field(1_000, gt=0, le=1_000_000, description="cap on a row's id, subject and level (longer: a reject)")
     max_metadata_chars: int = Field(10_000, gt=0, le=10_000_000,
                                     description="cap on a row's extra columns as JSON (longer: a reject)")
+    gold_budget_s: float = Field(120.0, gt=0, le=86_400, description="wall-clock seconds all distinct golds may spend "
+                                 "being graded in the verifier's pool (plain numbers cost none); once spent, a gold not "
+                                 "yet graded is an ungradable_gold reject that says so")
     max_line_bytes: int = Field(1 << 20, gt=0, le=256 << 20, description="cap on a JSONL line; a longer one is a reject, "
                                                             "skipped in bounded reads, never parsed")
     shard_rows: int = Field(100_000, gt=0, le=10_000_000,

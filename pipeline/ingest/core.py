@@ -28,7 +28,7 @@ from pipeline.ingest.gold_lint import lint_gold, unusable
 from pipeline.ingest.records import Limits, RawReject, RawRow
 from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.keys import normalize_question, problem_id
-from pipeline.verify.gold_check import gold_parses, ungradable_golds
+from pipeline.verify.gold_check import GoldBudgetSpent, gold_budget, gold_parses, ungradable_golds
 
 __all__ = ["REASONS", "IngestResult", "IngestSummary", "Limits", "check", "check_invariant", "ingest"]
 
@@ -159,6 +159,8 @@ def _gold(row: RawRow, limits: Limits) -> tuple[str, str | None]:
         raise _Reject("answer_too_long", f"gold has {len(gold)} characters")
     try:
         ok = gold_parses(gold)
+    except GoldBudgetSpent as exc:
+        raise _Reject("ungradable_gold", str(exc)) from None
     except Exception as exc:  # math-verify internals: any failure means unparseable
         raise _Reject("unparseable_gold", f"math-verify failed on {gold[:80]!r}: {exc}") from None
     if not ok:
@@ -280,17 +282,18 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
 
 def ingest(records: Iterable[RawRow | RawReject], *, limits: Limits = Limits(),
            memory_limit_mb: int = field_default(IngestConfig, "memory_limit_mb"),
-           verify: VerifyConfig | None = None) -> IngestResult:
+           verify: VerifyConfig | None = None, gold_budget_s: float | None = None) -> IngestResult:
     """Check, key and fold ``records`` (in order: the first row of a question wins) into two in-memory tables;
     each distinct gold is graded once under ``verify``'s bounds (None: the defaults) and one the verifier could
-    never grade is an ``ungradable_gold`` reject.
+    never grade is an ``ungradable_gold`` reject (``gold_budget_s``: the pool's total time for them, None: unbounded).
 
     For tests and small inputs; the stage (:func:`pipeline.ingest.run`) streams the same fold
     into shards instead. The fold's working storage is a temp folder, removed on return.
     """
     with tempfile.TemporaryDirectory(prefix="passband-ingest-") as tmp, \
             Fold(Path(tmp), memory_limit_mb=memory_limit_mb,
-                 grade_golds=functools.partial(ungradable_golds, config=verify or VerifyConfig())) as fold:
+                 grade_golds=functools.partial(ungradable_golds, config=verify or VerifyConfig())) as fold, \
+            gold_budget(gold_budget_s):
         for rec in records:
             fold.add(rec.source, *check(rec, limits))
         summary = fold.finish()

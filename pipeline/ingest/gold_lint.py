@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from pipeline import numbers
-from pipeline.verify.gold_check import gold_parses
+from pipeline.verify.gold_check import GoldBudgetSpent, gold_parses
 
 __all__ = ["CHECKS", "Finding", "GoldCheck", "check", "lint_gold", "unusable"]
 
@@ -175,8 +175,12 @@ def unbalanced_delimiters(gold: str, question: str) -> str | None:
 
 @check(unusable=True)
 def unparseable(gold: str, question: str) -> str | None:
-    """math-verify cannot turn the gold into an expression (bounded: the verify pool's CPU and memory limits)."""
-    return None if gold_parses(gold) else gold[:80]
+    """math-verify cannot turn the gold into an expression (bounded: the verify pool's CPU and memory limits; not
+    asked once the ingest's gold budget is spent: the row is then an ungradable_gold reject that says so)."""
+    try:
+        return None if gold_parses(gold) else gold[:80]
+    except GoldBudgetSpent:
+        return None
 
 
 _FUNCTION_WORDS = frozenset(("a", "an", "the", "is", "are", "was", "were", "be", "so", "therefore", "thus", "it",

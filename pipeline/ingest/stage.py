@@ -17,7 +17,7 @@ from pipeline.ingest.fold import Fold
 from pipeline.ingest.sources import SOURCES, SourceError, get_source, read_source
 from pipeline.io import replace_dir, write_metrics
 from pipeline.run_metrics import RunStats
-from pipeline.verify.gold_check import ungradable_golds
+from pipeline.verify.gold_check import gold_budget, ungradable_golds
 
 __all__ = ["REASONS", "SOURCES", "IngestResult", "IngestSummary", "SourceError", "ingest", "limits_of", "run"]
 
@@ -43,7 +43,8 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True) -> Ing
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="passband-ingest-") as tmp, \
             Fold(Path(tmp), memory_limit_mb=cfg.memory_limit_mb,
-                 grade_golds=functools.partial(ungradable_golds, config=params.verify)) as fold:
+                 grade_golds=functools.partial(ungradable_golds, config=params.verify)) as fold, \
+            gold_budget(cfg.gold_budget_s):
         for rec in tqdm(records(), desc="ingest", unit=" rows", disable=not progress, mininterval=1.0):
             fold.add(rec.source, *check(rec, limits))
         summary = fold.finish()

@@ -12,7 +12,10 @@ under its default CPU-time and memory bounds (``verify.timeout_s``/``memory_mb``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 
 from pipeline.config import VerifyConfig, parse_options
@@ -41,6 +44,7 @@ def _equivalent_check(a: str, b: str, *, options) -> Grade:  # runs in a verify 
 def _bounded(fn, a: str, b: str) -> bool:
     """``fn(a, b)`` in the verify worker pool (default bounds): True when it says ``correct``; a timeout, an error
     or the memory limit is False."""
+    _check_budget()
     cfg = VerifyConfig()
     pool = shared_pool(workers=1, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb, fn=fn)
     return pool.map([(a, b)], workers=1)[0].status == "correct"
@@ -62,7 +66,55 @@ def golds_equivalent(a: str, b: str) -> bool:
         return True
     if max(len(a), len(b)) > MAX_GOLD_CHARS:
         return False
-    return _bounded(_equivalent_check, a, b)
+    try:
+        return _bounded(_equivalent_check, a, b)
+    except GoldBudgetSpent:
+        return False  # not shown equal: both kept, as for a check that timed out
+
+
+class GoldBudget:
+    """The wall-clock seconds the golds of one ingest may spend in the worker pool, all checks together (does the
+    gold parse, can it be graded, are two golds one answer): once they are spent, a gold not yet checked is not sent
+    to the pool and is an ``ungradable_gold`` reject that says so (8 golds that each ran to the check's time limit
+    took 52 s before). Plain numbers, checked in the caller's process, cost none. Set for a block by
+    :func:`gold_budget`."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+        self.skipped = 0
+
+    def spent(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def reason(self) -> str:
+        return (f"not checked: the ingest's gold-grading budget (ingest.gold_budget_s = {self.seconds:g} s) was spent on "
+                "golds before it; raise the budget to grade it")
+
+
+class GoldBudgetSpent(Exception):
+    """Raised instead of a check once the block's :class:`GoldBudget` is spent; its message is the reject's detail."""
+
+
+_BUDGET: ContextVar[GoldBudget | None] = ContextVar("gold_budget", default=None)
+
+
+@contextmanager
+def gold_budget(seconds: float | None) -> Iterator[GoldBudget]:
+    """Every gold check in the block (this thread) shares one :class:`GoldBudget` of ``seconds`` (None: unbounded)."""
+    budget = GoldBudget(seconds)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+def _check_budget() -> None:
+    budget = _BUDGET.get()
+    if budget is not None and budget.spent():
+        budget.skipped += 1
+        raise GoldBudgetSpent(budget.reason())
 
 
 def ungradable_golds(golds: Sequence[str], *, config: VerifyConfig | None = None) -> list[str | None]:
@@ -84,11 +136,23 @@ def ungradable_golds(golds: Sequence[str], *, config: VerifyConfig | None = None
         for answer in (gold, PROBE_ANSWER):
             grades.setdefault((gold, answer), fast_grade(gold, answer, options))
     pending = [pair for pair, g in grades.items() if g is None]
+    unchecked: set[str] = set()
+    budget = _BUDGET.get()
     if pending:
         pool = shared_pool(workers=config.workers, timeout_s=config.timeout_s, memory_mb=config.memory_mb,
                            options=options)
-        grades.update(zip(pending, pool.map(pending, workers=config.workers), strict=True))
-    return [_why_ungradable(gold, grades[(gold, gold)], grades[(gold, PROBE_ANSWER)]) for gold in golds]
+        # in slices of a few checks a worker, so that a budget is looked at between them
+        step = len(pending) if budget is None or budget.deadline is None else max(2, 4 * (config.workers or 1))
+        for start in range(0, len(pending), step):
+            part = pending[start:start + step]
+            if budget is not None and budget.spent():
+                unchecked.update(gold for gold, _ in part)
+                continue
+            grades.update(zip(part, pool.map(part, workers=config.workers), strict=True))
+        if budget is not None:
+            budget.skipped += len({g for g in unchecked})
+    return [budget.reason() if gold in unchecked else
+            _why_ungradable(gold, grades[(gold, gold)], grades[(gold, PROBE_ANSWER)]) for gold in golds]
 
 
 def _why_ungradable(gold: str, itself: Grade | None, probe: Grade | None) -> str | None:
@@ -103,4 +167,4 @@ def _why_ungradable(gold: str, itself: Grade | None, probe: Grade | None) -> str
     return None
 
 
-__all__ = ["PROBE_ANSWER", "gold_parses", "golds_equivalent", "ungradable_golds"]
+__all__ = ["PROBE_ANSWER", "GoldBudget", "GoldBudgetSpent", "gold_budget", "gold_parses", "golds_equivalent", "ungradable_golds"]
