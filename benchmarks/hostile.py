@@ -861,6 +861,176 @@ def _(root: Path, res: Result) -> None:
                  want_problems=2, want_reasons={"answer_too_long": 1})
 
 
+# round three (issue: what is pushed is what was published, and every input has a bound)
+
+
+def _plain_bomb(path: Path) -> None:
+    """256 distinct 1.5 MB questions, plain-encoded in one page and zstd: a 15 kB file, 384 MB decoded."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = {"question": [f"{i:06d}" + "x" * 1_500_000 for i in range(256)], "answer": [str(i) for i in range(256)]}
+    pq.write_table(pa.table(rows), path, compression="zstd", use_dictionary=False)
+
+
+@case("ingest_parquet_plain_bomb", "Parquet: 256 distinct 1.5 MB questions, plain and zstd (15 kB; 1.4 GB and 68 s "
+      "before, 4.6 GB at 61 kB)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    r = _ingest_file(root, res, "parquet", "input.parquet", _plain_bomb)
+    res.cpu_s = r.cpu_s
+    res.expected = r.one_line_error and "compression bomb" in r.error_line
+    res.outcome = r.error_line[:160]
+
+
+@case("ingest_hf_folder_data_jsonl", "kind: hf on a folder whose data.jsonl holds a 100 MB line (859 MiB before; "
+      "train.jsonl was capped)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    def write(folder: Path) -> None:
+        folder.mkdir()
+        big = json.dumps({"question": "x" * 100_000_000, "answer": "1"}).encode()
+        (folder / "data.jsonl").write_bytes(b"\n".join([_good(1), big, _good(2)]) + b"\n")
+
+    r = _ingest_file(root, res, "hf", "ds", write, want_problems=2, want_reasons={"line_too_long": 1})
+    res.cpu_s = r.cpu_s
+
+
+@case("ingest_slow_golds_budget", "8 distinct golds that each run to the check's time limit, ingest.gold_budget_s: 3 "
+      "(52 s before, no total budget)", bound_s=15, bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    golds = ["(" * (90 + i) + "1" + ")" * (90 + i) for i in range(8)]  # under the 200-character answer cap
+    lines = [_good(1), *(json.dumps({"question": f"What is expression {i}?", "answer": g}).encode()
+                         for i, g in enumerate(golds)), _good(2)]
+
+    def write(p: Path) -> None:
+        p.write_bytes(b"\n".join(lines) + b"\n")
+
+    set_params(root, lambda p: p["ingest"].__setitem__("gold_budget_s", 3))
+    r = _ingest_file(root, res, "jsonl", "input.jsonl", write, want_problems=2)
+    res.cpu_s = r.cpu_s
+
+
+@case("push_link_planted_after_publish", "publish, then ln -s a private file as data/published/NOTES.txt; push "
+      "(its bytes went into the Hub commit before)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    from hub_server import HubServer
+
+    r0 = cli(root, "publish", limit_s=120)
+    if r0.rc != 0:
+        res.outcome = f"publish failed: {r0.error_line}"
+        return
+    secret = root.parent / f"{root.name}-secret.txt"
+    secret.write_text("private key material\n")
+    (root / "data" / "published" / "NOTES.txt").symlink_to(secret)
+    with HubServer(token="hf_x") as hub:
+        env = {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_x", "HF_HUB_DISABLE_XET": "1", "HF_HOME": str(root / ".hf")}
+        _expect_error(res, cli(root, "push", "--repo-id", "alice/data", limit_s=60, env=env), must_say="is a link")
+        res.untouched = not hub.commits and not hub.requests
+
+
+@case("push_corrupt_build_json", "publish, then build.json overwritten with '{not json'; push --dry-run (a "
+      "traceback before)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    r0 = cli(root, "publish", limit_s=120)
+    if r0.rc != 0:
+        res.outcome = f"publish failed: {r0.error_line}"
+        return
+    (root / "data" / "published" / "build.json").write_text("{not json")
+    _expect_error(res, cli(root, "push", "--repo-id", "alice/data", "--dry-run", limit_s=60), must_say="corrupt")
+
+
+@case("push_repo_id_hub_refuses", "push --repo-id 'a..b/c' (HFValidationError traceback before)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    _expect_error(res, cli(root, "push", "--repo-id", "a..b/c", "--dry-run", limit_s=60), must_say="ORG/NAME")
+
+
+@case("catalog_views_named_like_passbands", "paths.catalog: a user's DuckDB file of views named difficulty, flags, "
+      "... (replaced before: names were taken as proof)")
+def _(root: Path, res: Result) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(root / "analysis.duckdb"))
+    for name in ("difficulty", "flags", "problems"):
+        con.execute(f"CREATE VIEW {name} AS SELECT 42 AS mine")
+    con.close()
+    before = digest(root / "analysis.duckdb")
+    set_params(root, lambda p: p.setdefault("paths", {}).__setitem__("catalog", "analysis.duckdb"))
+    _expect_error(res, cli(root, "catalog", limit_s=60), must_say="did not write it")
+    res.untouched = digest(root / "analysis.duckdb") == before
+
+
+@case("sql_result_51_values_of_50mb", "passband sql \"SELECT repeat('x', 50000000) FROM range(51)\" --memory-mb 256 "
+      "--max-result-mb 64 --format csv -o out.csv (2.3 GB at --memory-mb 1024 before)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    _expect_error(res, cli(root, "sql", "SELECT repeat('x', 50000000) AS v FROM range(51)", "--memory-mb", "256",
+                           "--max-result-mb", "64", "--format", "csv", "-o", "out.csv", limit_s=60))
+    res.untouched = not (root / "out.csv").exists()
+
+
+@case("sql_result_1e8_rows_csv", "passband sql \"SELECT * FROM range(100000000)\" --format csv -o out.csv (rc 0 at "
+      "2.65 GB before)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    _expect_error(res, cli(root, "sql", "SELECT * FROM range(100000000)", "--format", "csv", "-o", "out.csv",
+                           limit_s=60), must_say="size limit")
+    res.untouched = not (root / "out.csv").exists()
+
+
+@case("sql_output_link_and_config", "passband sql -o LINK (to a private file), then -o params.yaml --overwrite "
+      "(both written before)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    secret = root.parent / f"{root.name}-secret.txt"
+    secret.write_text("private\n")
+    (root / "out.csv").symlink_to(secret)
+    before = digest(secret), digest(root / "params.yaml")
+    r1 = cli(root, "sql", "SELECT 1 AS x", "--format", "csv", "-o", "out.csv", "--overwrite", limit_s=30)
+    r2 = cli(root, "sql", "SELECT 1 AS x", "--format", "csv", "-o", "params.yaml", "--overwrite", limit_s=30)
+    res.measure(r1, r2)
+    res.outcome = f"{r1.error_line[:70]} | {r2.error_line[:80]}"
+    res.expected = r1.one_line_error and "is a link" in r1.error_line and r2.one_line_error and "own file" in r2.error_line
+    res.untouched = (digest(secret), digest(root / "params.yaml")) == before
+
+
+@case("sql_escape_sequences_in_ids", "passband sql printing an id holding ESC ]0;pwned BEL (an OSC title) and CSI "
+      "(raw on the terminal before)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    r = cli(root, "sql", "SELECT chr(27) || ']0;pwned' || chr(7) || chr(155) || '2J' AS problem_id", limit_s=30)
+    res.measure(r)
+    raw = any(c in r.stdout for c in "\x1b\x07\x9b")
+    res.outcome = f"exit {r.rc}: " + ("raw control characters in the output" if raw else "shown escaped (\\x1b ...)")
+    res.expected = r.rc == 0 and not raw and "\\x1b]0;pwned" in r.stdout
+
+
+@case("params_k_1e9", "rollout.k: 1000000000, then rollout (4 GB in 20 s with no output before)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    set_params(root, lambda p: p["rollout"].__setitem__("k", 1_000_000_000))
+    _expect_error(res, cli(root, "rollout", "--set", "main", limit_s=60), must_say="rollout.k")
+
+
+@case("params_alias_bomb", "a 1 KB YAML alias bomb (9^9 values) in params.yaml, then passband doctor (DVC "
+      "itself takes 6 GB on it: passband refuses the file first)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    text = (root / "params.yaml").read_text() + "\nbomb:\n" + "".join(f"  {ln}\n" for ln in bomb.splitlines())
+    (root / "params.yaml").write_text(text)
+    _expect_error(res, cli(root, "doctor", limit_s=60), must_say="aliases expand")
+
+
+@case("paths_nul_loop_file", "paths.problems with a NUL byte, through a link loop, through a file; ingest each "
+      "(tracebacks before)", bound_mib=512)
+def _(root: Path, res: Result) -> None:
+    (root / "loop").symlink_to("loop")
+    (root / "afile").write_text("x")
+    runs, lines = [], []
+    for value in ("data/pro\0blems", "loop/problems", "afile/problems"):
+        set_params(root, lambda p, v=value: p.setdefault("paths", {}).__setitem__("problems", v))
+        r = cli(root, "ingest", limit_s=60)
+        runs.append(r)
+        lines.append(r.error_line)
+    res.measure(*runs)
+    res.outcome = " | ".join(line[-60:] for line in lines)[:160]
+    res.expected = all(r.one_line_error and "paths.problems" in r.error_line for r in runs)
+
+
 BIG = {"ingest_200mb_line", "ingest_300k_rows"}
 
 
