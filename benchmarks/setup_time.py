@@ -9,7 +9,8 @@ machine). The arms:
 - ``pip``: the same lock installed by pip (``PASSBAND_INSTALLER=pip``);
 - ``before``: the set-up before the lock (``--before REV``, default 19dfbf3: pip resolving the extras each time).
 
-With ``--main-job`` the uv and before arms then run the README's main command after the warm set-up
+``freeze``: a digest of the venv's ``pip freeze --all`` (every pinned distribution): two arms that installed the
+same lock from different empty caches show the same digest. With ``--main-job`` the uv and before arms then run the README's main command after the warm set-up
 (``. .venv/bin/activate && dvc repro --quiet``) and report set-up + repro against the 6-minute goal.
 
     .venv/bin/python benchmarks/setup_time.py [--main-job] [--arms uv pip before] [--keep]
@@ -20,6 +21,7 @@ Prints a table and writes benchmarks/out/setup_time.json. Run it on a quiet box:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -65,8 +67,11 @@ def arm(name: str, rev: str, base: Path, main_job: bool) -> dict:
     shutil.rmtree(clone / ".venv")
     out["warm_s"] = round(sh("bash .ci/setup", clone, env, log), 1)
     out["cache_mb"] = round(sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 2**20)
-    out["distributions"] = len(subprocess.run([str(clone / ".venv/bin/python"), "-m", "pip", "list", "--format",
-                                               "freeze"], capture_output=True, text=True, env=env).stdout.split())
+    freeze = subprocess.run([str(clone / ".venv/bin/python"), "-m", "pip", "freeze", "--all"], capture_output=True,
+                            text=True, env=env).stdout.split("\n")
+    pinned = sorted(line for line in freeze if "==" in line)  # passband itself is an editable line, not a pin
+    out["distributions"] = len(pinned)
+    out["freeze_sha256"] = hashlib.sha256("\n".join(pinned).encode()).hexdigest()[:16]
     if main_job:
         out["repro_s"] = round(sh(". .venv/bin/activate && dvc repro --quiet", clone, env, log), 1)
         out["main_job_s"] = round(out["warm_s"] + out["repro_s"], 1)
@@ -94,10 +99,11 @@ def main() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
-    print(f"\n{'arm':8} {'rev':9} {'cold s':>7} {'warm s':>7} {'cache MB':>9} {'dists':>6} {'repro s':>8} {'main job s':>11}")
+    print(f"\n{'arm':8} {'rev':9} {'cold s':>7} {'warm s':>7} {'cache MB':>9} {'dists':>6} {'freeze':>17} {'repro s':>8} "
+          f"{'main job s':>11}")
     for r in rows:
         print(f"{r['arm']:8} {r['rev']:9} {r['cold_s']:7.1f} {r['warm_s']:7.1f} {r['cache_mb']:9} {r['distributions']:6} "
-              f"{r.get('repro_s', float('nan')):8.1f} {r.get('main_job_s', float('nan')):11.1f}")
+              f"{r['freeze_sha256']:>17} {r.get('repro_s', float('nan')):8.1f} {r.get('main_job_s', float('nan')):11.1f}")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(rows, indent=1) + "\n")
     print(f"wrote {OUT}")
