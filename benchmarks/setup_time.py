@@ -10,8 +10,9 @@ machine). The arms:
 - ``before``: the set-up before the lock (``--before REV``, default 19dfbf3: pip resolving the extras each time).
 
 ``freeze``: a digest of the venv's ``pip freeze --all`` (every pinned distribution): two arms that installed the
-same lock from different empty caches show the same digest. With ``--main-job`` the uv and before arms then run the README's main command after the warm set-up
-(``. .venv/bin/activate && dvc repro --quiet``) and report set-up + repro against the 6-minute goal.
+same lock from different empty caches show the same digest. With ``--main-job`` the uv and before arms then
+run the README's main command after the warm set-up (``. .venv/bin/activate && dvc repro --quiet``) and report
+set-up + repro against the 6-minute goal, and ``git status`` after it (a fresh clone's repro must leave it clean).
 
     .venv/bin/python benchmarks/setup_time.py [--main-job] [--arms uv pip before] [--keep]
 
