@@ -958,10 +958,10 @@ def _(root: Path, res: Result) -> None:
     res.untouched = digest(root / "analysis.duckdb") == before
 
 
-@case("sql_result_51_values_of_50mb", "passband sql \"SELECT repeat('x', 50000000) FROM range(51)\" --memory-mb 256 "
+@case("sql_result_51_values_of_50mb", "passband sql \"SELECT repeat('x', 50000000) FROM range(51)\" --memory-mb 128 "
       "--max-result-mb 64 --format csv -o out.csv (2.3 GB at --memory-mb 1024 before)", bound_mib=512)
 def _(root: Path, res: Result) -> None:
-    _expect_error(res, cli(root, "sql", "SELECT repeat('x', 50000000) AS v FROM range(51)", "--memory-mb", "256",
+    _expect_error(res, cli(root, "sql", "SELECT repeat('x', 50000000) AS v FROM range(51)", "--memory-mb", "128",
                            "--max-result-mb", "64", "--format", "csv", "-o", "out.csv", limit_s=60))
     res.untouched = not (root / "out.csv").exists()
 

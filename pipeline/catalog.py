@@ -71,7 +71,7 @@ class Limits:
 
 # what `passband sql` gives a query unless told otherwise (its --help shows them)
 SQL_LIMITS = Limits(timeout_s=30.0, memory_mb=1024, spill_mb=4096, max_result_mb=256)
-_SLACK_MB = 256  # the data limit over DuckDB's memory limit and the result's budget: buffers DuckDB does not count
+_SLACK_MB = 128  # the data limit over DuckDB's memory limit and the result's budget: buffers DuckDB does not count
 
 
 def table_dirs(params: Params) -> dict[str, list[str]]:
