@@ -141,16 +141,12 @@ def ungradable_golds(golds: Sequence[str], *, config: VerifyConfig | None = None
     if pending:
         pool = shared_pool(workers=config.workers, timeout_s=config.timeout_s, memory_mb=config.memory_mb,
                            options=options)
-        # in slices of a few checks a worker, so that a budget is looked at between them
-        step = len(pending) if budget is None or budget.deadline is None else max(2, 4 * (config.workers or 1))
-        for start in range(0, len(pending), step):
-            part = pending[start:start + step]
-            if budget is not None and budget.spent():
-                unchecked.update(gold for gold, _ in part)
-                continue
-            grades.update(zip(part, pool.map(part, workers=config.workers), strict=True))
+        deadline = None if budget is None else budget.deadline
+        done = pool.map(pending, workers=config.workers, deadline=deadline)
+        grades.update((pair, g) for pair, g in zip(pending, done, strict=True) if g is not None)
+        unchecked = {gold for (gold, _), g in zip(pending, done, strict=True) if g is None}
         if budget is not None:
-            budget.skipped += len({g for g in unchecked})
+            budget.skipped += len(unchecked)
     return [budget.reason() if gold in unchecked else
             _why_ungradable(gold, grades[(gold, gold)], grades[(gold, PROBE_ANSWER)]) for gold in golds]
 

@@ -395,11 +395,13 @@ class GradePool:
         self._slots = []
 
     def map(self, pairs: Sequence[tuple[str, str]], *, on_done: Callable[[int], None] | None = None,
-            workers: int | None = None) -> list[Grade]:
+            workers: int | None = None, deadline: float | None = None) -> list[Grade]:
         """Grades in input order; ``on_done(i)`` is called as item ``i`` finishes. Thread-safe: one map at a time.
 
         ``workers`` (a :func:`shared_pool`): start workers lazily, as many as this batch needs, at most that many
-        (and at most the pool's own ``workers``); without it, the pool must be inside its with-block."""
+        (and at most the pool's own ``workers``); without it, the pool must be inside its with-block.
+        ``deadline`` (``time.monotonic()``): past it no item is sent to a worker; those in flight finish (each within
+        the pool's bounds), and an item never sent has ``None`` for its grade."""
         with self._lock:
             if os.getpid() != self._pid:  # forked from the process that owns the workers: theirs, not ours
                 self._slots, self._pid = [], os.getpid()
@@ -411,9 +413,10 @@ class GradePool:
                 if workers is None:
                     raise RuntimeError("GradePool.map outside its with-block")
                 return []
-            return self._map(pairs, on_done)
+            return self._map(pairs, on_done, deadline)
 
-    def _map(self, pairs: Sequence[tuple[str, str]], on_done: Callable[[int], None] | None) -> list[Grade]:
+    def _map(self, pairs: Sequence[tuple[str, str]], on_done: Callable[[int], None] | None,
+             deadline: float | None = None) -> list[Grade]:
         results: list[Grade | None] = [None] * len(pairs)
         queue = collections.deque(range(len(pairs)))
         remaining = len(pairs)
@@ -438,6 +441,11 @@ class GradePool:
 
         while remaining:
             now = time.monotonic()
+            if deadline is not None and now >= deadline and queue:  # past it: nothing more is sent
+                remaining -= len(queue)
+                queue.clear()
+                if not remaining:
+                    break
             for k in range(len(self._slots)):  # keep every worker two batches deep
                 s = self._slots[k]
                 while queue and len(s.inflight) < 2 * self.batch_size:
