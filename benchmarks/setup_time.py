@@ -57,7 +57,10 @@ def arm(name: str, rev: str, base: Path, main_job: bool) -> dict:
     subprocess.run(["git", "checkout", "-q", rev], cwd=clone, check=True)
     cache = root / "cache"
     cache.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PASSBAND_", "VIRTUAL_ENV"))}
+    # as a user runs it: no PASSBAND_ knobs, no venv active, and Python writing bytecode (an agent's or CI's shell may
+    # set PYTHONDONTWRITEBYTECODE, which makes every process compile what it imports again)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PASSBAND_", "VIRTUAL_ENV")) and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(UV_CACHE_DIR=str(cache / "uv"), PIP_CACHE_DIR=str(cache / "pip"))
     if name == "pip":
         env["PASSBAND_INSTALLER"] = "pip"
