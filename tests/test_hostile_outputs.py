@@ -337,6 +337,7 @@ def test_count_parameters_are_bounded(tmp_path):
     assert load_params(tmp_path / "params.yaml").rollout.k == 4096
 
 
+@pytest.mark.timing
 def test_an_alias_bomb_or_a_huge_params_file_is_refused_before_it_is_parsed(tmp_path):
     import resource
     import time

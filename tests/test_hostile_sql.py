@@ -425,8 +425,10 @@ def test_a_query_that_builds_huge_values_stays_within_its_memory(repo, tmp_path)
     import subprocess
     import sys
 
-    code = ("import resource, sys\nfrom pipeline.cli import main\ntry:\n    main()\nfinally:\n"
-            "    print('peak-kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+    # the child's own high-water mark (VmHWM): ru_maxrss would carry the forking pytest worker's across exec
+    code = ("import sys\nfrom pipeline.cli import main\ntry:\n    main()\nfinally:\n"
+            "    hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')][0].split()[1]\n"
+            "    print('peak-kb', hwm, file=sys.stderr)\n")
     proc = subprocess.run([sys.executable, "-c", code, "sql", "SELECT repeat('x', 50000000) AS v FROM range(51)",
                            "--params", str(repo), "--memory-mb", "256", "--max-result-mb", "64", "--format", "csv",
                            "-o", str(tmp_path / "out.csv")], capture_output=True, text=True, timeout=300)

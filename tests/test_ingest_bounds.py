@@ -403,24 +403,20 @@ def test_a_local_folder_without_split_names_is_read_by_the_bounded_readers(tmp_p
 @pytest.mark.slow
 def test_slow_golds_spend_at_most_the_ingests_gold_budget(tmp_path):
     """8 distinct golds that each run to the check's time limit (deep parentheses; 52 s before): with a budget of
-    2 s, the pool stops taking them once it is spent, and the golds it never checked are rejects that say why."""
-    import time
-
+    2 s, the pool stops taking them once it is spent, and the golds it never checked are rejects that say why (the
+    time it takes is the benchmark's: benchmarks/hostile.py, ingest_slow_golds_budget)."""
     from pipeline.config import VerifyConfig
 
     golds = ["(" * (150 + i) + "1" + ")" * (150 + i) for i in range(8)]
     rows = [{"question": f"What is the value of expression {i}?", "answer": g} for i, g in enumerate(golds)]
     path = _jsonl(tmp_path / "in.jsonl", [*_good_lines(), *(json.dumps(r).encode() for r in rows)])
     src = SourceConfig(name="s", kind="jsonl", path=str(path))
-    start = time.monotonic()
     limits = Limits(max_answer_chars=1_000)
     result = ingest(read_source(src, root=tmp_path, limits=limits), limits=limits,
                     verify=VerifyConfig(timeout_s=1.0, workers=2, max_answer_chars=1_000), gold_budget_s=2.0)
-    took = time.monotonic() - start
     assert sorted(_answers(result)) == sorted(r["answer"] for r in GOOD)   # the plain numbers: graded, kept
     details = [r["detail"] for r in result.rejects.to_pylist()]
     reasons = [r["reason"] for r in result.rejects.to_pylist()]
     assert len(details) == 8 and set(reasons) <= {"unparseable_gold", "ungradable_gold"}   # timed out, or not asked
     budget = [d for d in details if "gold-grading budget (ingest.gold_budget_s = 2 s) was spent" in d]
     assert budget and len(budget) == reasons.count("ungradable_gold")
-    assert took < 2.0 + 4 * 2 * 1.0 + 10, took   # the budget, one slice in flight (4 checks a worker), start-up
