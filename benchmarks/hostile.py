@@ -294,15 +294,21 @@ def _(root: Path, res: Result) -> None:
 def _(root: Path, res: Result) -> None:
     from hub_server import HubServer, Repo
 
-    r0 = cli(root, "publish", limit_s=120)
-    if r0.rc != 0:
-        res.outcome = f"publish failed: {r0.error_line}"
+    if not _published(root, res):
         return
     with HubServer(token="hf_x") as hub:
         hub.repos["alice/open-data"] = Repo("alice/open-data", private=False)
         env = {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_x", "HF_HUB_DISABLE_XET": "1", "HF_HOME": str(root / ".hf")}
         _expect_error(res, cli(root, "push", "--repo-id", "alice/open-data", limit_s=60, env=env))
         res.untouched = not hub.commits and hub.repos["alice/open-data"].private is False
+
+
+def _published(root: Path, res: Result) -> bool:
+    """``passband publish`` in the case's copy, the first step of the push cases; a failure is the case's outcome."""
+    r = cli(root, "publish", limit_s=120)
+    if r.rc != 0:
+        res.outcome = f"publish failed: {r.error_line}"
+    return r.rc == 0
 
 
 # SQL
@@ -914,9 +920,7 @@ def _(root: Path, res: Result) -> None:
 def _(root: Path, res: Result) -> None:
     from hub_server import HubServer
 
-    r0 = cli(root, "publish", limit_s=120)
-    if r0.rc != 0:
-        res.outcome = f"publish failed: {r0.error_line}"
+    if not _published(root, res):
         return
     secret = root.parent / f"{root.name}-secret.txt"
     secret.write_text("private key material\n")
@@ -930,9 +934,7 @@ def _(root: Path, res: Result) -> None:
 @case("push_corrupt_build_json", "publish, then build.json overwritten with '{not json'; push --dry-run (a "
       "traceback before)", bound_mib=512)
 def _(root: Path, res: Result) -> None:
-    r0 = cli(root, "publish", limit_s=120)
-    if r0.rc != 0:
-        res.outcome = f"publish failed: {r0.error_line}"
+    if not _published(root, res):
         return
     (root / "data" / "published" / "build.json").write_text("{not json")
     _expect_error(res, cli(root, "push", "--repo-id", "alice/data", "--dry-run", limit_s=60), must_say="corrupt")

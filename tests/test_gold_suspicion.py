@@ -101,27 +101,34 @@ def test_injected_wrong_golds_are_found(tmp_path: Path) -> None:
     assert f.false_alarm_all <= 0.05
 
 
-def test_published_rows_and_card_carry_the_suspects(tmp_path: Path) -> None:
-    """A wrong-looking gold in the tiny publish tables: its rows carry the score, the card lists it."""
-    import datasets
+def _publish_with_a_suspect(root: Path) -> str:
+    """Mark p_0000000000000007 ("Tom reads 5 pages a day for 6 days", gold 30) as every rollout saying 35, publish
+    the tiny tables, and return the card's "Suspect answer keys" section."""
     from click.testing import CliRunner
-    from publish_tables import make_repo
 
     from pipeline.cli import cli
     from pipeline.io import read_table, write_table
 
-    root = make_repo(tmp_path / "repo")
     path = root / "data/difficulty/part-0.parquet"
     rows = read_table(path.parent, name="difficulty").to_pylist()
-    for r in rows:  # "Tom reads 5 pages a day for 6 days" (gold 30): every rollout says 35
+    for r in rows:
         wrong = r["problem_id"] == "p_0000000000000007"
         r.update(modal_answer="35" if wrong else None, modal_share=1.0 if wrong else None,
                  modal_is_gold=not wrong, gold_suspicion=suspicion(8, 8) if wrong else 0.0, gold_suspect=wrong)
     write_table(schema("difficulty").from_rows(rows), path, name="difficulty")
     res = CliRunner().invoke(cli, ["publish", "--params", str(root / "params.yaml")], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    body = (root / "data/published/README.md").read_text()
-    section = body.split("## Suspect answer keys", 1)[1].split("\n## ", 1)[0]
+    return (root / "data/published/README.md").read_text().split("## Suspect answer keys", 1)[1].split("\n## ", 1)[0]
+
+
+def test_published_rows_and_card_carry_the_suspects(tmp_path: Path) -> None:
+    """A wrong-looking gold in the tiny publish tables: its rows carry the score, the card lists it."""
+    import datasets
+    from publish_tables import make_repo
+
+
+    root = make_repo(tmp_path / "repo")
+    section = _publish_with_a_suspect(root)
     assert "1 of 11 items are `gold_suspect`" in section
     assert "| `p_0000000000000007` | `30` | 0.0 | 0.998 |" in section
     ds = datasets.load_dataset(str(root / "data/published"), "default", split="train")
@@ -133,10 +140,8 @@ def test_published_rows_and_card_carry_the_suspects(tmp_path: Path) -> None:
 
 def test_a_hostile_gold_reaches_the_card_as_literal_text(tmp_path: Path) -> None:
     """A gold holding HTML and a markdown link is shown in the suspect table as a code span: it renders as written."""
-    from click.testing import CliRunner
     from publish_tables import make_repo
 
-    from pipeline.cli import cli
     from pipeline.io import read_table, write_table
 
     root = make_repo(tmp_path / "repo")
@@ -147,16 +152,7 @@ def test_a_hostile_gold_reaches_the_card_as_literal_text(tmp_path: Path) -> None
         if r["problem_id"] == "p_0000000000000007":
             r["answer"] = hostile
     write_table(schema("problems").from_rows(rows), problems, name="problems")
-    path = root / "data/difficulty/part-0.parquet"
-    rows = read_table(path.parent, name="difficulty").to_pylist()
-    for r in rows:
-        wrong = r["problem_id"] == "p_0000000000000007"
-        r.update(modal_answer="35" if wrong else None, modal_share=1.0 if wrong else None,
-                 modal_is_gold=not wrong, gold_suspicion=suspicion(8, 8) if wrong else 0.0, gold_suspect=wrong)
-    write_table(schema("difficulty").from_rows(rows), path, name="difficulty")
-    res = CliRunner().invoke(cli, ["publish", "--params", str(root / "params.yaml")], catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    section = (root / "data/published/README.md").read_text().split("## Suspect answer keys", 1)[1].split("\n## ", 1)[0]
+    section = _publish_with_a_suspect(root)
     row = next(line for line in section.splitlines() if "p_0000000000000007" in line)
     assert "| `` 30 <img src=x onerror=alert(1)> [docs](https://evil.example) \\| `x` `` |" in row, row
     assert row.count(" | ") == 3   # the gold's pipe is escaped: the row keeps its four cells
