@@ -532,3 +532,58 @@ def test_the_pre_registered_result_is_the_locked_scripts_on_the_committed_runs(p
             assert f"| {c['p_one_sided']:.3f} | {c['p_holm']:.2f} | no |" in row, (c["contrast"], row)
     adjusted = explored["signal_against_gain"]["adjusted"]
     assert f"{adjusted['difference']:+.3f}" in results_md
+
+
+# The first design's pool, as the audit of 2 Dec 2026 counted it (its published folder is in no cache any more):
+# 108 items, of which L1-L7 (the levels the runs drew from) held 22 learnable and 39 hard.
+FIRST_POOL = {"items": 108, "learnable": 22, "hard": 39, "size": 16, "steps": 16, "model": "135M"}
+
+
+def _blocks(text: str, needle: str) -> list[str]:
+    """Each paragraph or list item of ``text`` (tables left out) that holds ``needle``, with the one after it (a
+    claim's scope may be the next bullet)."""
+    blocks = [b for b in re.split(r"\n\s*\n|\n(?=\s*- )", text) if not b.lstrip().startswith("|")]
+    hits = [b + "\n" + (blocks[i + 1] if i + 1 < len(blocks) else "") for i, b in enumerate(blocks) if needle in b]
+    assert hits, f"no paragraph quotes {needle!r}"
+    return hits
+
+
+def _block(text: str, needle: str) -> str:
+    return _blocks(text, needle)[0]
+
+
+def test_every_claim_of_the_first_result_carries_its_scope(pa, design):
+    """Each place that quotes the pre-registered primary names, in the same paragraph, the model, the steps, the one
+    pool and how much the runs' draws overlap (the expected share two learnable draws have in common); and the
+    exploratory signal-adjusted figure is quoted only beside what it rests on."""
+    saved = json.loads((HERE / "prereg" / "analysis" / "primary.json").read_text())
+    diff = f"{saved['primary']['diff']:+.3f}"
+    shared = design.expected_shared(FIRST_POOL["size"], FIRST_POOL["learnable"])
+    share = f"{100 * shared / FIRST_POOL['size']:.0f} %"
+    assert share == "73 %" and f"{shared:.1f}" == "11.6"
+    for name in ("experiments/band_value/RESULTS.md", "README.md", "docs/training.md"):
+        for block in _blocks((REPO / name).read_text(encoding="utf-8"), diff):
+            for what in (FIRST_POOL["model"], f"{FIRST_POOL['steps']} GRPO steps", f"{FIRST_POOL['items']}", share):
+                assert what in block, f"{name}: the paragraph quoting {diff} does not name {what!r}:\n{block}"
+            assert "each its own item draw" not in block and "about the band, not about one draw" not in block
+    explored = json.loads((HERE / "prereg" / "analysis" / "exploratory.json").read_text())
+    support = explored["signal_against_gain"]["support"]
+    adjusted = f"{explored['signal_against_gain']['adjusted']['difference']:+.3f}"
+    for name in ("experiments/band_value/RESULTS.md", "docs/training.md"):
+        block = _block((REPO / name).read_text(encoding="utf-8"), adjusted)
+        assert f"{support['predicted_pooled']:+.3f}" in block and f"{support['gated_observed']:+.3f}" in block, name
+        assert f"only {support['second_arm_runs_at_or_above_quartile']} of the 51 hard runs" in block, name
+    assert "leaves about no learnable" not in (REPO / "docs" / "training.md").read_text(encoding="utf-8")
+
+
+def test_the_children_claim_is_the_50_run_figure():
+    """docs/reformulation.md no longer says reformulating bought training value (a superseded 3-seed design); it
+    quotes the 50-run design's children > hard row as RESULTS.md has it."""
+    doc = (REPO / "docs" / "reformulation.md").read_text(encoding="utf-8")
+    assert "bought training value" not in doc
+    row = next(line for line in (HERE / "RESULTS.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| children > hard | 10 / 10 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    diff, holm = cells[2].split()[0], float(cells[5])
+    block = _block(doc, "superseded design")
+    assert diff in block and f"Holm-adjusted {holm:.2f}" in block and "not" in block

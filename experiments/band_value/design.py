@@ -140,6 +140,15 @@ def draw(configs: dict[str, list[dict[str, Any]]], names: list[str], *, size: in
     return random.Random(f"prereg:{seed}").sample(pool, size)
 
 
+def expected_shared(size: int, pool: int) -> float:
+    """Items two independent draws of ``size`` from ``pool`` items share on average (each of one draw's items
+    is in the other with probability ``size / pool``): how far runs that each draw "their own" items are
+    really independent samples of the band."""
+    if not 0 < size <= pool:
+        raise ValueError(f"a draw of {size} from {pool} items")
+    return size * size / pool
+
+
 def load_design(path: Path = DESIGN) -> dict[str, Any]:
     cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
     if missing := set(cfg["runs"]) - set(cfg["arms"]):

@@ -16,6 +16,9 @@ going, before any analysis of them was run (git history shows the order), and re
    difference with the signal count held fixed (least squares ``change ~ arm + groups_with_signal``, a 95 %
    bootstrap interval resampling runs within arms). The arms differ in signal by design, so the adjusted
    difference leans on the few hard runs with many signal groups: read it as a description, not a test.
+   Its support (added 2 Dec 2026, after an audit): how many hard runs had at least the learnable runs' median
+   count (and its lower quartile), and what the fit predicts for a hard run at the gate's 16 groups with a
+   signal (the pooled fit, and one over the hard runs alone) beside what the gated hard runs gained.
 
     .venv/bin/python experiments/band_value/prereg_exploratory.py [--results DIR] [--json]
 """
@@ -146,7 +149,26 @@ def signal_against_gain(means: dict[str, dict[str, float]], logs: dict[str, dict
         sig = np.array([logs[r]["groups_with_signal"] for r, _ in names], dtype=float)
         out["adjusted"] = {"contrast": f"{better} - {worse}, groups with a signal held fixed",
                            **adjusted_difference(change, is_first, sig)}
+        out["support"] = fit_support(change, is_first, sig, means, logs, base)
     return out
+
+
+def fit_support(change: np.ndarray, is_first: np.ndarray, sig: np.ndarray, means: dict[str, dict[str, float]],
+                logs: dict[str, dict], base: float, *, at: int = 16) -> dict:
+    """What the adjusted difference rests on: the second arm's runs with at least the first arm's median signal
+    count, and the change the fits predict for a second-arm run with ``at`` groups with a signal (the pooled fit
+    ``change ~ 1 + arm + signal`` and a line over the second arm alone), beside the gated arm's observed mean."""
+    x = np.column_stack([np.ones(len(change)), is_first, sig])
+    b = np.linalg.lstsq(x, change, rcond=None)[0]
+    slope, intercept = np.polyfit(sig[~is_first], change[~is_first], 1)
+    quartile, median = (float(q) for q in np.percentile(sig[is_first], [25, 50]))
+    gated = {r: means["hard_signal"][r] - base for r in means.get("hard_signal", {}) if r in logs}
+    second = sig[~is_first]
+    return {"first_arm_signal_quartile": quartile, "second_arm_runs_at_or_above_quartile": int((second >= quartile).sum()),
+            "first_arm_median_signal": median, "second_arm_runs_at_or_above": int((sig[~is_first] >= median).sum()),
+            "second_arm_runs": int((~is_first).sum()), "at": at,
+            "predicted_pooled": float(b[0] + b[2] * at), "predicted_second_arm_only": float(intercept + slope * at),
+            "gated_runs": len(gated), "gated_observed": float(np.mean(list(gated.values()))) if gated else None}
 
 
 def explore(results: Path) -> dict:
@@ -183,6 +205,17 @@ def markdown(res: dict) -> str:
         a = g["adjusted"]
         lines += ["", f"{a['contrast']} (least squares): {a['difference']:+.3f}, bootstrap 95 % "
                   f"[{a['ci95_bootstrap'][0]:+.3f}, {a['ci95_bootstrap'][1]:+.3f}]."]
+    if "support" in g:
+        s = g["support"]
+        lines += ["", f"Its support: of {s['second_arm_runs']} {PRIMARY[1]} runs, "
+                  f"{s['second_arm_runs_at_or_above_quartile']} had "
+                  f"at least the {PRIMARY[0]} runs' lower quartile of {s['first_arm_signal_quartile']:g} groups with a signal "
+                  f"and {s['second_arm_runs_at_or_above']} at least their median of {s['first_arm_median_signal']:g}. "
+                  f"At {s['at']} such groups the fits predict {s['predicted_pooled']:+.3f} (pooled) and "
+                  f"{s['predicted_second_arm_only']:+.3f} ({PRIMARY[1]} runs alone) for a {PRIMARY[1]} run"
+                  + ("" if s["gated_observed"] is None else
+                     f"; the {s['gated_runs']} gated hard runs, which had {s['at']}, gained {s['gated_observed']:+.3f}")
+                  + "."]
     return "\n".join(lines)
 
 
