@@ -587,3 +587,120 @@ def test_the_children_claim_is_the_50_run_figure():
     diff, holm = cells[2].split()[0], float(cells[5])
     block = _block(doc, "superseded design")
     assert diff in block and f"Holm-adjusted {holm:.2f}" in block and "not" in block
+
+
+# --- the gated design (PREREGISTRATION_GATED.md) ---------------------------------------------------------------
+
+GATED = HERE / "gated"
+
+
+@pytest.fixture
+def ga(monkeypatch):
+    return _load("gated_analysis", monkeypatch)
+
+
+def test_a_level_matched_draw_copies_the_mix(design):
+    assert design.allocate({"L1": 10, "L2": 5, "L3": 1}, 16) == {"L1": 10, "L2": 5, "L3": 1}
+    assert design.allocate({"L1": 3, "L2": 3, "L3": 3}, 16) == {"L1": 6, "L2": 5, "L3": 5}  # ties: mix order
+    assert design.allocate({"L1": 1, "L6": 0}, 4) == {"L1": 4, "L6": 0}
+    with pytest.raises(ValueError, match="empty level mix"):
+        design.allocate({"L1": 0}, 4)
+    rows = [{"problem_id": f"p{i:02d}", "level": f"L{1 + i % 4}", "band": "x"} for i in range(40)]
+    learnable = rows[:6]  # levels L1 L2 L3 L4 L1 L2
+    mix = design.level_mix(learnable, ["L1", "L2", "L3", "L4"])
+    assert mix == {"L1": 2, "L2": 2, "L3": 1, "L4": 1}
+    a = design.draw({"default": rows}, ["default"], size=12, seed=7, levels=["L1", "L2", "L3", "L4"], mix=mix)
+    assert sorted(r["level"] for r in a) == sorted(["L1"] * 4 + ["L2"] * 4 + ["L3"] * 2 + ["L4"] * 2)
+    assert len({r["problem_id"] for r in a}) == 12
+    assert a == design.draw({"default": rows[::-1]}, ["default"], size=12, seed=7, levels=["L1", "L2", "L3", "L4"],
+                            mix=mix)  # order-free
+    assert a != design.draw({"default": rows}, ["default"], size=12, seed=8, levels=["L1", "L2", "L3", "L4"], mix=mix)
+    with pytest.raises(ValueError, match="items of L3, the level mix asks for"):
+        design.draw({"default": rows[:8]}, ["default"], size=8, seed=0, mix={"L3": 1})
+
+
+def test_the_gated_design_is_runnable_and_its_heldout_set_is_disjoint(design):
+    cfg = design.load_design(GATED / "design.yaml")
+    assert cfg["runs"] == {"learnable": 16, "random": 28}
+    assert set(cfg["signal_gated"]) == set(cfg["runs"]) and cfg["level_matched"] == {"random": "learnable"}
+    plan = design.plan(cfg["runs"], first_run=cfg["first_run"])
+    assert len(plan) == 44 and plan[0]["run"] == 200
+    for k in range(1, 45):
+        assert abs(sum(r["arm"] == "learnable" for r in plan[:k]) - 16 * k / 44) <= 1
+    sets = design.gated_sets(GATED, cfg)
+    committed = (GATED / "heldout.jsonl").read_text(encoding="utf-8")
+    assert committed == design.jsonl(sets["heldout"])  # the committed set is what the generator gives
+    assert not design.shares_a_step(sets["heldout"], sets["pool"])
+    assert len(sets["pool"]) == 25 + 18 + 5 * 36 and len(sets["heldout"]) == 123
+    assert {(i.skill, tuple(i.question.split())) for i in sets["heldout"]}.isdisjoint(
+        {(i.skill, tuple(i.question.split())) for i in sets["pool"]})
+
+
+def _gated_results(tmp_path, learnable, random_, *, groups=None):
+    import pyarrow as pa_
+    import pyarrow.parquet as pq
+
+    def write(name, shift, gate=None):
+        (tmp_path / name / "difficulty").mkdir(parents=True)
+        pq.write_table(pa_.Table.from_pylist([{"problem_id": f"p{i}", "pass_rate": b + shift}
+                                              for i, b in enumerate([0.2, 0.4])]),
+                       tmp_path / name / "difficulty" / "part-0.parquet")
+        if gate is not None:
+            (tmp_path / name / "train_log.json").write_text(json.dumps({"signal_gate": gate}))
+
+    write("base", 0.0)
+    groups = groups or {}
+    def skipped(arm, i, default):
+        g = groups.get(arm, default)
+        return int(g[i]) if isinstance(g, list) else g
+
+    for r, s in enumerate(learnable):
+        write(f"learnable-d{r}-s{r}", s, {"steps_taken": 16, "groups_skipped": skipped("learnable", r, 12)})
+    for r, s in enumerate(random_, start=100):
+        write(f"random-d{r}-s{r}", s, {"steps_taken": 16, "groups_skipped": skipped("random", r - 100, 20)})
+    return tmp_path
+
+
+def test_the_gated_analysis_decides_either_way(ga, tmp_path):
+    rng = np.random.default_rng(0)
+    # a planted +0.10 with the planning spreads: the primary is decided, the equivalence reading is not
+    res = ga.analyse(*(lambda p: (ga.run_means(p), ga.gate_counts(p)))(
+        _gated_results(tmp_path / "a", 0.10 + rng.normal(0, 0.045, 16), rng.normal(0, 0.08, 28),
+                       groups={"learnable": list(rng.integers(4, 20, 16)), "random": list(rng.integers(10, 30, 28))})))
+    lo, hi = res["groups_per_step"]["saved"]["ci95"]
+    assert lo < res["groups_per_step"]["saved"]["groups_per_step"] < hi
+    assert res["primary"]["contrast"] == "learnable > random" and res["primary"]["runs"] == [16, 28]
+    assert res["primary"]["decided"] and not res["equivalence"]["decided"]
+    assert res["primary"]["ci90"][1] == pytest.approx(res["equivalence"]["upper_one_sided_95"])
+    # no difference, tight runs: the band adds less than +0.05 over filtering
+    res = ga.analyse(*(lambda p: (ga.run_means(p), ga.gate_counts(p)))(
+        _gated_results(tmp_path / "b", rng.normal(0, 0.02, 16), rng.normal(0, 0.03, 28))))
+    assert not res["primary"]["decided"] and res["equivalence"]["decided"]
+    # every run drew the same groups: a zero spread gives the difference itself as its interval
+    assert res["groups_per_step"]["saved"]["ci95"] == [pytest.approx(0.5), pytest.approx(0.5)]
+    # groups per step: learnable (16 + 12) / 16 = 1.75, random (16 + 20) / 16 = 2.25: 0.5 a step saved, 4 rollouts
+    saved = res["groups_per_step"]["saved"]
+    assert res["groups_per_step"]["arms"]["learnable"]["mean"] == pytest.approx(1.75)
+    assert saved["groups_per_step"] == pytest.approx(0.5) and saved["rollouts_per_step"] == pytest.approx(4.0)
+    assert saved["rollouts_per_run"] == pytest.approx(64.0)
+    assert "learnable > random" in ga.markdown(res)
+    # the achieved power is the simulation at the runs' spreads
+    assert 0.9 < res["achieved_power"]["equivalence_at_zero"] <= 1.0
+
+
+def test_the_gated_power_simulation_matches_its_textbook_cases(ga):
+    # at a true 0, Welch's one-sided test rejects about alpha of experiments
+    assert ga.simulated(0.05, 0.08, 16, 28, effect=0.0, what="primary") == pytest.approx(0.05, abs=0.006)
+    # at equal sds, large n, the power approaches the normal-theory figure: z = 0.05 / se - 1.645
+    se = math.sqrt(0.05 ** 2 / 40 + 0.05 ** 2 / 40)
+    normal = 0.5 * (1 + math.erf((0.05 / se - 1.6449) / math.sqrt(2)))
+    assert ga.simulated(0.05, 0.05, 40, 40, effect=0.05, what="primary") == pytest.approx(normal, abs=0.02)
+    with pytest.raises(ValueError, match="primary, equivalence or neither"):
+        ga.simulated(0.05, 0.05, 4, 4, effect=0.0, what="both")
+
+
+def test_the_gated_preregistration_records_the_locked_files():
+    text = (HERE / "PREREGISTRATION_GATED.md").read_text(encoding="utf-8")
+    for name in ("gated_analysis.py", "gated/design.yaml", "prereg_analysis.py", "signal_gate.py"):
+        digest = hashlib.sha256((HERE / name).read_bytes()).hexdigest()
+        assert f"`sha256:{digest}` `{name}`" in text, f"{name} changed after the pre-registration (or is not recorded)"

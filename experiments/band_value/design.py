@@ -47,6 +47,9 @@ import yaml
 HERE = Path(__file__).resolve().parent
 PREREG = HERE / "prereg"
 DESIGN = PREREG / "design.yaml"
+# design name -> its folder (design.yaml, params.yaml, the held-out set, data/, results/): the first design, and the
+# gated one (PREREGISTRATION_GATED.md: learnable against the whole pool, both filtered online)
+DESIGNS = {"prereg": PREREG, "gated": HERE / "gated"}
 STEP = re.compile(r"(\d+) ([-+*]) (\d+) = (\d+)\.")
 DEFAULT = "default"  # the published config holding the whole pool
 
@@ -106,6 +109,18 @@ def design_sets(params_path: Path = HERE / "params.yaml") -> dict[str, list[Any]
     return {"pool": pool, "heldout": heldout, "ood": ood}
 
 
+def gated_sets(root: Path, design: dict[str, Any]) -> dict[str, list[Any]]:
+    """A design's pool (every synthetic source of ``<root>/params.yaml``) and its held-out set: the generator options
+    of design.yaml's ``heldout``, every item sharing a solution step with the pool left out (no OOD set)."""
+    from pipeline.config import load_params
+    from pipeline.ingest.synthetic import SyntheticOptions, generate
+
+    params = load_params(root / "params.yaml")
+    pool = [i for s in params.ingest.sources if s.kind == "synthetic" for i in generate(SyntheticOptions(**s.options))]
+    held = design["heldout"]
+    return {"pool": pool, "heldout": disjoint_items(held, pool, n_per_level=held["n_per_level"])}
+
+
 def jsonl(items: list[Any]) -> str:
     return "".join(json.dumps({"question": i.question, "answer": i.answer, "solution": i.solution,
                                "level": i.level, "subject": i.skill}, sort_keys=True) + "\n" for i in items)
@@ -129,15 +144,45 @@ def plan(runs: dict[str, int], *, first_run: int) -> list[dict[str, Any]]:
     return out
 
 
+def allocate(mix: dict[str, int], size: int) -> dict[str, int]:
+    """``size`` items split over levels in proportion to ``mix`` (level -> count): largest remainders, ties to the
+    level first in ``mix``'s order. A level with no items gets none."""
+    total = sum(mix.values())
+    if total <= 0:
+        raise ValueError(f"an empty level mix {mix}: nothing to match")
+    quota = {lv: size * n / total for lv, n in mix.items()}
+    out = {lv: int(q) for lv, q in quota.items()}
+    order = sorted(mix, key=lambda lv: (-(quota[lv] - out[lv]), list(mix).index(lv)))
+    for lv in order[: size - sum(out.values())]:
+        out[lv] += 1
+    return out
+
+
+def level_mix(rows: Iterable[dict[str, Any]], levels: list[str]) -> dict[str, int]:
+    """level -> how many of ``rows`` (distinct problem ids) are of it, in ``levels``' order."""
+    seen = {r["problem_id"]: r["level"] for r in rows}
+    return {lv: sum(1 for x in seen.values() if x == lv) for lv in levels}
+
+
 def draw(configs: dict[str, list[dict[str, Any]]], names: list[str], *, size: int, seed: int,
-         levels: list[str] | None = None) -> list[dict[str, Any]]:
+         levels: list[str] | None = None, mix: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """One run's items: ``size`` rows drawn (seeded) from the union of the named published configs (only rows of
-    ``levels`` when given), sorted by problem_id first so the draw does not depend on the configs' row order."""
+    ``levels`` when given), sorted by problem_id first so the draw does not depend on the configs' row order.
+    ``mix`` (level -> count): drawn within level, ``allocate(mix, size)`` items of each, so the draw has that mix
+    of levels (the gated design's random arm copies the learnable band's)."""
     rows = {r["problem_id"]: r for name in names for r in configs[name] if levels is None or r["level"] in levels}
     pool = [rows[k] for k in sorted(rows)]
     if len(pool) < size:
         raise ValueError(f"configs {names} hold {len(pool)} items{f' of {levels}' if levels else ''}, a run draws {size}")
-    return random.Random(f"prereg:{seed}").sample(pool, size)
+    if mix is None:
+        return random.Random(f"prereg:{seed}").sample(pool, size)
+    out: list[dict[str, Any]] = []
+    for level, n in allocate(mix, size).items():
+        here = [r for r in pool if r["level"] == level]
+        if len(here) < n:
+            raise ValueError(f"configs {names} hold {len(here)} items of {level}, the level mix asks for {n}")
+        out += random.Random(f"prereg:{seed}:{level}").sample(here, n)
+    return out
 
 
 def expected_shared(size: int, pool: int) -> float:
@@ -153,7 +198,16 @@ def load_design(path: Path = DESIGN) -> dict[str, Any]:
     cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
     if missing := set(cfg["runs"]) - set(cfg["arms"]):
         raise ValueError(f"{path}: runs name arms {sorted(missing)} that arms does not define")
+    for arm, like in cfg.get("level_matched", {}).items():
+        if arm not in cfg["arms"] or like not in cfg["arms"]:
+            raise ValueError(f"{path}: level_matched {arm}: {like} names an arm that arms does not define")
     return cfg
+
+
+def published_folder(design: dict[str, Any], root: Path) -> Path:
+    """Where a design's runs draw from: its own published pool (``published`` in design.yaml, under its folder),
+    or the band-value experiment's (the first design)."""
+    return root / design["published"] if "published" in design else HERE / "data" / "published"
 
 
 def find_run(design: dict[str, Any], name: str) -> dict[str, Any]:
@@ -186,9 +240,12 @@ def write_run_arms(configs: dict[str, list[dict[str, Any]]], design: dict[str, A
     from pipeline.io import atomic_write_text
 
     runs = plan(design["runs"], first_run=design["first_run"])
+    levels = design.get("levels")
+    mixes = {arm: level_mix((r for name in design["arms"][like] for r in configs[name]), levels)
+             for arm, like in design.get("level_matched", {}).items()}
     for run in runs:
         rows = draw(configs, design["arms"][run["arm"]], size=design["arm_size"], seed=run["item_seed"],
-                    levels=design.get("levels"))
+                    levels=levels, mix=mixes.get(run["arm"]))
         cfg = run_config(design, run)
         atomic_write_text(arm_path(cfg, root=root, arm=run["arm"], draw=run["run"]),
                           "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
@@ -275,28 +332,38 @@ def measure_run(name: str, *, root: Path = PREREG, design: dict[str, Any] | None
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--design", choices=sorted(DESIGNS), default="prereg",
+                    help="prereg: the first design (PREREGISTRATION.md); gated: PREREGISTRATION_GATED.md")
     ap.add_argument("what", choices=["sets", "plan", "arms", "train", "trained", "measure"])
     ap.add_argument("name", nargs="?", help="train, trained, measure: the run (as `plan` names it); measure: or base")
     args = ap.parse_args()
+    root = DESIGNS[args.design]
+    cfg = load_design(root / "design.yaml")
     if args.what in ("train", "trained", "measure") and not args.name:
         raise SystemExit(f"design.py {args.what}: name the run (design.py plan lists them)")
     if args.what == "plan":
-        cfg = load_design()
         for r in plan(cfg["runs"], first_run=cfg["first_run"]):
             print(json.dumps(r))
         return
     if args.what == "arms":
-        cfg = load_design()
-        configs = load_published(HERE / "data" / "published", [c for cs in cfg["arms"].values() for c in cs])
-        print(f"{write_run_arms(configs, cfg)} runs' items written under {PREREG / 'data' / 'arms'}")
+        configs = load_published(published_folder(cfg, root), [c for cs in cfg["arms"].values() for c in cs])
+        print(f"{write_run_arms(configs, cfg, root=root)} runs' items written under {root / 'data' / 'arms'}")
         return
     if args.what == "train":
-        print(json.dumps({"run": args.name, "signal_gate": train_run(args.name)}))
+        print(json.dumps({"run": args.name, "signal_gate": train_run(args.name, root=root, design=cfg)}))
         return
     if args.what == "trained":  # exit status 0: the run's checkpoint is whole (is_trained)
-        raise SystemExit(0 if is_trained(args.name) else 1)
+        raise SystemExit(0 if is_trained(args.name, root=root, design=cfg) else 1)
     if args.what == "measure":
-        print(measure_run(args.name))
+        print(measure_run(args.name, root=root, design=cfg))
+        return
+    if args.design != "prereg":
+        held = gated_sets(root, cfg)["heldout"]
+        path = root / "heldout.jsonl"
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text(jsonl(held), encoding="utf-8")
+        tmp.replace(path)
+        print(f"{path.relative_to(HERE)}: {len(held)} items")
         return
     sets = design_sets()
     for name in ("heldout", "ood"):
