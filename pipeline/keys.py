@@ -40,6 +40,12 @@ def problem_id(question: str) -> str:
     return "p_" + digest(normalize_question(question).casefold())
 
 
+def file_sha256(path: Any) -> str:
+    """The sha256 of a file's bytes (read in blocks, never whole)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def policy_id(identity: dict[str, Any]) -> str:
     return "pol_" + digest(canonical_json(identity))
 
@@ -50,4 +56,4 @@ def sample_seed(problem_id: str, policy_id: str, sample_idx: int) -> int:
     return int.from_bytes(h[:4], "big") >> 1
 
 
-__all__ = ["canonical_json", "digest", "normalize_question", "policy_id", "problem_id", "sample_seed"]
+__all__ = ["canonical_json", "digest", "file_sha256", "normalize_question", "policy_id", "problem_id", "sample_seed"]

@@ -27,6 +27,7 @@ from pipeline.ingest.presets import PRESETS
 from pipeline.ingest.sources import SOURCES
 from pipeline.plugins import load_plugins
 from pipeline.reformulate import METHODS
+from pipeline.rollout.layout import LAYOUTS
 from pipeline.rollout.prompts import known_templates
 from pipeline.verify.extract import EXTRACTORS
 
@@ -40,6 +41,7 @@ def _names(params: Params) -> list[tuple[str, Iterable[str], Mapping[str, Any] |
         ("policies.engine", [p.engine for _, p in policies], ENGINES, "engine"),
         ("rollout.engine_options", list(params.rollout.engine_options), ENGINES, "engine"),
         ("policies.prompt", [p.prompt for _, p in policies], known_templates(), "prompt template"),
+        ("policies.dump.layout", [p.dump.layout for _, p in policies if p.dump], LAYOUTS, "dump layout"),
         ("verify.extractors", params.verify.extractors, EXTRACTORS, "extractor"),
         ("annotate.flags", params.annotate.flags or [], DETECTORS, "flag"),
         ("reformulate.methods", params.reformulate.methods, METHODS, "reformulation method"),
@@ -57,6 +59,9 @@ def check_names(params: Params, *, origin: str = "params") -> Params:
     try:
         for name, options in params.rollout.engine_options.items():
             parse_options(ENGINES[name].Options, options, where=f"rollout.engine_options.{name}")
+        for name, pol in params.policies.items():
+            if pol.dump is not None:
+                parse_options(LAYOUTS[pol.dump.layout].Options, pol.dump.options, where=f"policies.{name}.dump.options")
         flag_options(params.annotate)
         for name, options in params.reformulate.options.items():
             parse_options(METHODS[name].Options, options, where=f"reformulate.options.{name}")

@@ -20,7 +20,7 @@ import yaml
 
 from pipeline.errors import PassbandError
 
-TABLES = ("problems", "rejects", "policies", "rollouts", "verdicts", "flags", "difficulty", "features")
+TABLES = ("problems", "rejects", "policies", "rollouts", "verdicts", "flags", "difficulty", "features", "upstream")
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "string": pa.string(),

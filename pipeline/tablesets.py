@@ -17,6 +17,7 @@ from pipeline.config import ConfigError, Params
 
 SETS = ("main", "reformulated")
 SET_TABLES = ("problems", "rejects", "policies", "rollouts", "verdicts", "flags", "difficulty")
+UPSTREAM = "upstream"  # the rollouts folder's subfolder of imported dumps' own verdicts (pipeline/rollout/importer.py)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,11 @@ class TableSet:
     def rollout_rejects(self) -> str:
         """Rejects rows of the rollout stage (problems a policy's engine could not take), beside the rollouts."""
         return f"{self.rollouts}/rejects"
+
+    @property
+    def upstream(self) -> str:
+        """What an imported dump said of each completion (its own grader), beside the rollouts."""
+        return f"{self.rollouts}/{UPSTREAM}"
 
     def dir(self, table: str, root: Path) -> Path:
         return root / getattr(self, table)

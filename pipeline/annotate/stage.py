@@ -190,13 +190,23 @@ def _selection(con: duckdb.DuckDBPyConnection, params: Params, *, root: Path, se
     priors: dict[str, str | None] = dict.fromkeys(measured)
     weights: dict[str, float] = {}
     if any(params.policies[n].prior for n in cfg.policies):
-        ids = {n: resolve_policy(n, params.policies[n], models_dir=root / params.paths.models).policy_id
+        ids = {n: resolve_policy(n, params.policies[n], models_dir=root / params.paths.models, root=root).policy_id
                for n in cfg.policies}
         for name in cfg.policies:
             if (prior := params.policies[name].prior) is not None and ids[name] in priors:
                 priors[ids[name]], weights[ids[name]] = ids[prior.policy], prior.weight
     return selection(con, verdicts="verdicts", verifier_id=vid, problem_ids=problems.column("problem_id").to_pylist(),
-                     policies=priors, cfg=cfg, bands=params.annotate.bands, prior_weights=weights)
+                     policies=priors, cfg=cfg, bands=params.annotate.bands, prior_weights=weights,
+                     imported=_imported_ids(table_set(params, set_name).dir("policies", root)))
+
+
+def _imported_ids(policies_dir: Path) -> set[str]:
+    """The policies whose rollouts were imported from a dump (engine ``import``): every sample of theirs counts."""
+    if not shard_paths(policies_dir):
+        return set()
+    t = read_table(policies_dir, name="policies", columns=["policy_id", "engine"])
+    return {p for p, e in zip(t.column("policy_id").to_pylist(), t.column("engine").to_pylist(), strict=True)
+            if e == "import"}
 
 
 def _write_hits(ann: Annotation, path: Path, *, progress: bool, set_name: str, rerun: list[str] | None) -> int:

@@ -71,7 +71,7 @@ def inputs(params: Params, *, root: Path, policy: str | None, limit: int | None)
     name = policy or params.rollout.policies[0]
     if name not in params.policies:
         raise ProbeError(f"unknown policy {name!r}; params.yaml names: {', '.join(params.policies)}")
-    pol = resolve_policy(name, params.policies[name], models_dir=root / params.paths.models)
+    pol = resolve_policy(name, params.policies[name], models_dir=root / params.paths.models, root=root)
     ts = table_set(params, "main")
     rolls = read_table(root / ts.rollouts, name="rollouts").to_pylist()
     rolls = sorted((r for r in rolls if r["policy_id"] == pol.policy_id),

@@ -107,7 +107,10 @@ def build_methods(params: Params, *, root: Path, engine_factory: Callable[..., A
             raise ConfigError(f"reformulate.options.{name}.writer: unknown policy {pname!r}; 'rules' or one of "
                               f"{sorted(params.policies)}")
         pcfg = params.policies[pname]
-        policy = resolve_policy(pname, pcfg, models_dir=root / params.paths.models)
+        if pcfg.dump is not None:
+            raise ConfigError(f"reformulate.options.{name}.writer: policy {pname!r} is imported from a dump "
+                              f"({pcfg.dump.path}): it has no engine to write reformulations; name a generating policy")
+        policy = resolve_policy(pname, pcfg, models_dir=root / params.paths.models, root=root)
         prompt = draft.prompt  # type: ignore[attr-defined]
         sampling = SamplingConfig(temperature=draft.options.temperature, top_p=1.0, top_k=-1,  # type: ignore[attr-defined]
                                   max_tokens=draft.options.max_tokens, stop=list(prompt.stop))  # type: ignore[attr-defined]
@@ -133,7 +136,7 @@ def run(params: Params, *, root: Path = Path("."), progress: bool = True,
     main, out = table_set(params, "main"), table_set(params, "reformulated")
     methods = build_methods(params, root=root, engine_factory=engine_factory)
     names = _policy_names(params)
-    policies = [resolve_policy(n, params.policies[n], models_dir=root / params.paths.models) for n in names]
+    policies = [resolve_policy(n, params.policies[n], models_dir=root / params.paths.models, root=root) for n in names]
     policy_ids = [p.policy_id for p in policies]
 
     difficulty = read_table(main.dir("difficulty", root), name="difficulty")

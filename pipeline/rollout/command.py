@@ -25,6 +25,11 @@ def command(*, params, root, progress: bool, set_name: str) -> None:
     re-run generates only missing keys (new problems, a higher k, a new policy), and a killed
     run resumes at the first unwritten shard. policy_id hashes model + revision, engine, dtype,
     sampling and the prompt template (name, version, digest) with its system prompt.
+
+    A policy with a `dump` is imported instead: its completions are read from that file through
+    its layout (plain, qwen_harness, lm_eval, openr1, passband_rollouts, verl), matched to the
+    ingested problems, unreadable or unmatched rows written as rejects with their reason
+    (docs/import.md); its policy_id adds the file's sha256, so a changed dump is a new snapshot.
     """
     result = run(params, root=root, set_name=set_name, progress=progress)
     click.echo(
@@ -35,6 +40,22 @@ def command(*, params, root, progress: bool, set_name: str) -> None:
     )
     for p in result.policies:
         click.echo(f"  {p.name}: {p.policy_id}")
+        imp = result.per_policy.get(p.name, {}).get("imported")
+        if imp is not None:
+            click.echo(f"    {_imported(imp, result.per_policy[p.name]['layout'])}")
+
+
+def _imported(imp: dict, layout: str) -> str:
+    """One line on an imported policy: what was read, matched and rejected."""
+    rejects = ", ".join(f"{k} {v}" for k, v in imp["rejects"].items()) or "none"
+    if imp["up_to_date"]:
+        state = f"up to date ({imp['samples']} samples), nothing read"
+    else:
+        state = (f"{imp['rows']} rows read -> {imp['samples']} samples of {imp['problems']} problems"
+                 + (f", {imp['carried']} carried from the dump's earlier version" if imp["carried"] else "")
+                 + (f", {imp['skipped_rows']} rows of other policies or steps skipped" if imp["skipped_rows"] else ""))
+    return (f"imported from {imp['path']} (layout {layout}): {state}; rejects: {rejects}"
+            + (f"; upstream correctness on {imp['upstream']} samples" if imp["upstream"] else ""))
 
 
 def _shown(path, root) -> str:

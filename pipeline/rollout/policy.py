@@ -29,10 +29,11 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline import keys
-from pipeline.config import ConfigError, PolicyConfig, SamplingConfig
+from pipeline.config import ConfigError, DumpConfig, PolicyConfig, SamplingConfig
 from pipeline.engines.registry import ModelSpec, Prompt
 from pipeline.model import read_manifest
 from pipeline.rollout.chat_template import ChatTemplateRenderer, load_tokenizer
+from pipeline.rollout.layout import get_layout
 from pipeline.rollout.prompts import PromptTemplate, load_template, render
 from pipeline.schema import schema
 from pipeline.thinking import mode_for_prompt
@@ -54,6 +55,8 @@ class Policy:
     engine_options: dict[str, Any] = field(default_factory=dict)
     renderer: ChatTemplateRenderer | None = None  # apply_chat_template prompts: the model's chat template
     thinking: str | None = None  # the verifier's thinking mode for this policy (None: verify.thinking's)
+    dump: DumpConfig | None = None  # an imported policy: its completions are read from this dump, not generated
+    dump_path: Path | None = None  # the dump file, resolved
 
     def render(self, question: str) -> Prompt:
         if self.renderer is not None:
@@ -74,11 +77,13 @@ class Policy:
 
 
 def identity(cfg: PolicyConfig, *, model_id: str, revision: str, template: PromptTemplate,
-             chat_template: dict[str, Any] | None = None, thinking: str | None = None) -> dict[str, Any]:
+             chat_template: dict[str, Any] | None = None, thinking: str | None = None,
+             dump: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything ``policy_id`` hashes (the effective system prompt, not whether it was overridden).
 
     ``chat_template`` (apply_chat_template prompts only): :meth:`ChatTemplateRenderer.identity`;
-    ``thinking``: the policy's own thinking mode (None: the verifier's default, not hashed here).
+    ``thinking``: the policy's own thinking mode (None: the verifier's default, not hashed here); ``dump`` (an
+    imported policy): the file's sha256, its layout and options and the match rule, with the engine ``import``.
     """
     prompt: dict[str, Any] = {"name": template.name, "version": template.version, "digest": template.digest,
                               "chat": template.chat}
@@ -87,7 +92,7 @@ def identity(cfg: PolicyConfig, *, model_id: str, revision: str, template: Promp
     out = {
         "model": model_id,
         "revision": revision,
-        "engine": cfg.engine,
+        "engine": "import" if dump is not None else cfg.engine,
         "dtype": cfg.dtype,
         "sampling": cfg.sampling.model_dump(mode="json"),
         "prompt": prompt,
@@ -95,6 +100,8 @@ def identity(cfg: PolicyConfig, *, model_id: str, revision: str, template: Promp
     }
     if thinking is not None:
         out["thinking"] = thinking
+    if dump is not None:
+        out["dump"] = dump
     return out
 
 
@@ -109,7 +116,7 @@ def thinking_mode(cfg: PolicyConfig, template: PromptTemplate, prompt: Prompt) -
 
 
 def make_policy(name: str, cfg: PolicyConfig, *, model_id: str, revision: str, path: str,
-                template: PromptTemplate | None = None, tokenizer: Any = None) -> Policy:
+                template: PromptTemplate | None = None, tokenizer: Any = None, dump_path: Path | None = None) -> Policy:
     """A policy from its config and a resolved model.
 
     Pure (no files beyond the template) unless the template renders with the model's chat template:
@@ -129,13 +136,20 @@ def make_policy(name: str, cfg: PolicyConfig, *, model_id: str, revision: str, p
             raise ConfigError(f"policy {name!r}: {exc}") from None
     probe = renderer.render("{question}") if renderer else render(template, "{question}", system=system)
     mode = thinking_mode(cfg, template, probe)
+    dump = None
+    if cfg.dump is not None:
+        if dump_path is None:
+            raise ConfigError(f"policy {name!r} imports a dump: resolve it with resolve_policy (the file's digest)")
+        layout = get_layout(cfg.dump.layout)(cfg.dump.options, where=f"policies.{name}.dump.options")
+        dump = {"sha256": keys.file_sha256(dump_path), "layout": cfg.dump.layout, "match": cfg.dump.match,
+                "options": layout.options.model_dump(mode="json")}
     ident = identity(cfg, model_id=model_id, revision=revision, template=template,
-                     chat_template=renderer.identity() if renderer else None, thinking=mode)
+                     chat_template=renderer.identity() if renderer else None, thinking=mode, dump=dump)
     return Policy(
         name=name, policy_id=keys.policy_id(ident), identity=ident,
         model=ModelSpec(model_id=model_id, path=path, revision=revision, dtype=cfg.dtype),
-        engine=cfg.engine, template=template, system_prompt=ident["system_prompt"], sampling=cfg.sampling,
-        engine_options=dict(cfg.engine_options), renderer=renderer, thinking=mode,
+        engine=ident["engine"], template=template, system_prompt=ident["system_prompt"], sampling=cfg.sampling,
+        engine_options=dict(cfg.engine_options), renderer=renderer, thinking=mode, dump=cfg.dump, dump_path=dump_path,
     )
 
 
@@ -143,8 +157,18 @@ def embedded_model_dir(models_dir: Path) -> Path:
     return Path(models_dir) / EMBEDDED_DIR
 
 
-def resolve_policy(name: str, cfg: PolicyConfig, *, models_dir: Path) -> Policy:
-    """Resolve ``model: embedded`` to the converted checkpoint and its GGUF digest; others need ``revision``."""
+def resolve_policy(name: str, cfg: PolicyConfig, *, models_dir: Path, root: Path | None = None) -> Policy:
+    """Resolve ``model: embedded`` to the converted checkpoint and its GGUF digest; others need ``revision``.
+    An imported policy (``dump``) needs its file (relative to ``root``, the params folder) and a ``revision``."""
+    if cfg.dump is not None:
+        dump_path = Path(cfg.dump.path)
+        dump_path = dump_path if dump_path.is_absolute() else Path(root if root is not None else ".") / dump_path
+        if not dump_path.is_file():
+            raise ConfigError(f"policy {name!r}: dump file not found: {dump_path}")
+        if cfg.model == EMBEDDED or not cfg.revision:
+            raise ConfigError(f"policy {name!r} imports a dump: declare the model that wrote it (model: a hub id, and "
+                              f"its revision), since the file cannot prove it")
+        return make_policy(name, cfg, model_id=cfg.model, revision=cfg.revision, path=cfg.model, dump_path=dump_path)
     if cfg.model == EMBEDDED:
         path = embedded_model_dir(models_dir)
         manifest = read_manifest(path)

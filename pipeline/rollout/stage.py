@@ -11,14 +11,17 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from pipeline.config import Params
+from pipeline.config import ConfigError, Params
 from pipeline.engines.registry import Engine, Sample, create_engine
 from pipeline.io import claim_table_dir, read_table, write_metrics, write_table
 from pipeline.locks import hold_folder
 from pipeline.rollout.adaptive import Outcomes, adaptive_rounds, add_outcomes, counts
 from pipeline.rollout.core import existing_keys, rollout, select_problems
+from pipeline.rollout.importer import IMPORTS_DIR, UPSTREAM_DIR, ImportStats, import_dump
+from pipeline.rollout.layout import get_layout
 from pipeline.rollout.plan import plan_run
 from pipeline.rollout.policy import Policy, check_distinct, policies_table, resolve_policy
 from pipeline.run_metrics import RunStats
@@ -195,6 +198,25 @@ def _adaptive(policy: Policy, *, writer: _Writer, engine: _LazyEngine, problems:
         selected=sum(n for n, _ in rounds.decisions.values()), prior=src.policy_id if src else None)
 
 
+def _import(policy: Policy, problems: pa.Table, *, out: Path, rejects_dir: Path, result: RolloutResult,
+            progress: bool) -> ImportStats:
+    """One imported policy's dump into the rollouts folder (pipeline/rollout/importer.py), with a progress bar."""
+    layout = get_layout(policy.dump.layout)(policy.dump.options)
+    if getattr(layout.options, "format", layout.format) == "parquet":
+        total, unit = pq.ParquetFile(policy.dump_path).metadata.num_rows, " rows"
+    else:
+        total, unit = policy.dump_path.stat().st_size, "B"
+    with tqdm(total=total, desc=f"import[{policy.name}]", unit=unit, unit_scale=unit == "B", disable=not progress,
+              mininterval=1.0, dynamic_ncols=True) as bar:
+        stats = import_dump(policy, problems, out=out, rejects_dir=rejects_dir, progress=bar)
+    result.samples += stats.samples - stats.carried if not stats.up_to_date else 0
+    result.shards += stats.shards
+    result.samples_existing += stats.samples if stats.up_to_date else stats.carried
+    result.per_policy[policy.name] = {"policy_id": policy.policy_id, "imported": stats.to_dict(), "layout": policy.dump.layout,
+                                      "samples": stats.samples, "tokens": 0}
+    return stats
+
+
 def run(
     params: Params,
     *,
@@ -211,8 +233,10 @@ def run(
     root = Path(root)
     ts = table_set(params, set_name)
     cfg = params.rollout
-    policies = [resolve_policy(n, params.policies[n], models_dir=root / params.paths.models) for n in cfg.policies]
-    check_distinct(policies)
+    every = [resolve_policy(n, params.policies[n], models_dir=root / params.paths.models, root=root) for n in cfg.policies]
+    check_distinct(every)
+    imported = [p for p in every if p.dump is not None]  # read from their dumps, not generated
+    policies = [p for p in every if p.dump is None]
 
     problems = read_table(ts.dir("problems", root), name="problems")
     if set_name == "main":  # reformulated problems are derived from the main selection already
@@ -221,18 +245,23 @@ def run(
         problems = select_problems(problems)
     out = ts.dir("rollouts", root)
     # rollout writes (and its skips file replaces) shards by name: only in folders it can prove are its tables', never a user's
-    claim_table_dir(out, name="rollouts", subfolders=(Path(ts.rollout_rejects).name,))
+    claim_table_dir(out, name="rollouts", subfolders=(Path(ts.rollout_rejects).name, UPSTREAM_DIR, IMPORTS_DIR))
     claim_table_dir(ts.dir("policies", root), name="policies")
     claim_table_dir(root / ts.rollout_rejects, name="rejects")
-    result = RolloutResult(set_name=set_name, policies=policies)
+    if imported and set_name != "main":
+        raise ConfigError(f"policies {[p.name for p in imported]} are imported from dumps: the {set_name} set's problems "
+                          "were written here, so no dump holds their completions; measure them with a generating policy")
+    result = RolloutResult(set_name=set_name, policies=every)
     adaptive = cfg.budget.kind == "adaptive"
 
     with hold_folder(out, busy=f"another rollout is writing to {out}"):
         _clean_temp(out)
         # the snapshots first, so every rollout on disk always has its policies row
         pol_dir = ts.dir("policies", root)
-        for p in policies:
+        for p in every:
             write_table(policies_table([p]), pol_dir / f"{p.policy_id}.parquet", name="policies")
+        for p in imported:
+            _import(p, problems, out=out, rejects_dir=root / ts.rollout_rejects, result=result, progress=progress)
         done = read_table(out, name="rollouts", columns=KEY)
         existing = {p.policy_id: existing_keys(done, p.policy_id) for p in policies}
         has_prior = {n for n in cfg.policies if params.policies[n].prior is not None} if adaptive else None

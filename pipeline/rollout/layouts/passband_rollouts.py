@@ -1,0 +1,68 @@
+"""``passband_rollouts``: passband's own published ``rollouts`` config (one item and policy a row).
+
+Matched by ``problem_id`` (``dump.match: problem_id``), or by its ``problem`` text. ``generations`` are samples
+0, 1, ... of the item; ``finish_reasons`` and ``generation_token_length`` are kept; passband's verdict of the
+time (``correctness_math_verify``) is the upstream correctness, so a round trip reports its own agreement. A
+config with several policies is read for one (``policy``: its name or policy_id; required then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.config import Model
+from pipeline.rollout.layout import (
+    LAYOUTS,
+    DumpRecord,
+    Layout,
+    LayoutError,
+    Sample,
+    correct,
+    finish_reason,
+    first_of,
+    listed,
+    per_sample,
+    text_of,
+    tokens,
+)
+
+
+@LAYOUTS.register
+class PassbandRollouts(Layout):
+    name = "passband_rollouts"
+    format = "parquet"
+    grouped = True
+    upstream = "the publishing run's own verdict (`correctness_math_verify`)"
+
+    class Options(Model):
+        policy: str | None = Field(None, description="the policy (name or policy_id) whose rows to read; required "
+                                                     "when the config holds several")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._seen: set[str] = set()
+
+    def read(self, row: dict[str, Any]) -> Iterator[DumpRecord]:
+        pol = (row.get("policy"), row.get("policy_id"))
+        want = self.options.policy
+        if want is not None and want not in pol:
+            return
+        if want is None:
+            self._seen.add(str(pol[1]))
+            if len(self._seen) > 1:
+                raise LayoutError("several_policies", f"the config holds policies {sorted(self._seen)}; name one "
+                                                      "in dump.options.policy")
+        texts = [text_of(t, f"generations[{i}]") for i, t in enumerate(listed(first_of(row, ["generations"]),
+                                                                              "generations"))]
+        n = len(texts)
+        ups = per_sample(row.get("correctness_math_verify"), n, "correctness_math_verify")
+        fins = per_sample(row.get("finish_reasons"), n, "finish_reasons")
+        toks = per_sample(row.get("generation_token_length"), n, "generation_token_length")
+        yield DumpRecord([Sample(t, finish_reason=finish_reason(f), n_tokens=tokens(k), upstream_correct=correct(u))
+                          for t, u, f, k in zip(texts, ups, fins, toks, strict=True)],
+                         question=text_of(first_of(row, ["problem"]), "problem"),
+                         problem_id=text_of(first_of(row, ["problem_id"]), "problem_id"),
+                         answer=None if row.get("answer") is None else str(row["answer"]))

@@ -1,0 +1,63 @@
+"""``plain``: JSON lines of ``problem`` (or ``question``), ``answer`` and ``completions``, one problem a line.
+
+Each completion is a string, or an object with ``text`` and any of ``finish_reason``, ``n_tokens`` and
+``correct``::
+
+    {"problem": "What is 2 + 3?", "answer": "5", "completions": ["2 + 3 = 5. The answer is 5.", "The answer is 6."]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.config import Model
+from pipeline.rollout.layout import (
+    LAYOUTS,
+    DumpRecord,
+    Layout,
+    LayoutError,
+    Sample,
+    correct,
+    finish_reason,
+    first_of,
+    listed,
+    text_of,
+    tokens,
+)
+
+
+@LAYOUTS.register
+class Plain(Layout):
+    name = "plain"
+    format = "jsonl"
+    grouped = True
+    upstream = "the dump's `correct` field"
+
+    class Options(Model):
+        question: list[str] = Field(["problem", "question"], description="fields holding the question (the first found)")
+        completions: str = Field("completions", description="the field holding the list of completions")
+        id: str = Field("id", description="the field holding the problem's id (dump.match: source_id or problem_id)")
+
+    def read(self, row: dict[str, Any]) -> Iterator[DumpRecord]:
+        o = self.options
+        samples = []
+        for i, c in enumerate(listed(first_of(row, [o.completions]), o.completions)):
+            if isinstance(c, str):
+                samples.append(Sample(c))
+            elif isinstance(c, dict):
+                samples.append(Sample(text_of(c.get("text"), f"{o.completions}[{i}].text"),
+                                      finish_reason=finish_reason(c.get("finish_reason")),
+                                      n_tokens=tokens(c.get("n_tokens")), upstream_correct=correct(c.get("correct"))))
+            else:
+                raise LayoutError("bad_field", f"{o.completions}[{i}] is {type(c).__name__}, not text or an object")
+        ident = row.get(o.id)
+        yield DumpRecord(samples, question=text_of(first_of(row, o.question), "the question"),
+                         problem_id=ident if isinstance(ident, str) else None,
+                         source_id=None if ident is None else str(ident), answer=_text(row.get("answer")))
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

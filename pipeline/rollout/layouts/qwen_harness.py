@@ -1,0 +1,40 @@
+"""``qwen_harness``: the Qwen2.5-Math / DeepSeek-Math / math-evaluation-harness output JSONL.
+
+One problem a line, its sampled completions in ``code`` (a list, ``n_sampling`` of them), the harness's own
+predictions in ``pred`` and its verdicts in ``score`` (kept beside passband's as upstream correctness)::
+
+    {"idx": 0, "question": "...", "gt": "18", "code": ["...\\\\boxed{18}", "..."], "pred": ["18", "16"], "score": [true, false]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.config import Model
+from pipeline.rollout.layout import LAYOUTS, DumpRecord, Layout, Sample, correct, first_of, listed, per_sample, text_of
+
+
+@LAYOUTS.register
+class QwenHarness(Layout):
+    name = "qwen_harness"
+    format = "jsonl"
+    grouped = True
+    upstream = "the harness's `score` (its own math_equal)"
+
+    class Options(Model):
+        question: list[str] = Field(["question", "problem"], description="fields holding the question (the first found)")
+        completions: str = Field("code", description="the field holding the list of completions")
+
+    def read(self, row: dict[str, Any]) -> Iterator[DumpRecord]:
+        o = self.options
+        texts = [text_of(t, f"{o.completions}[{i}]")
+                 for i, t in enumerate(listed(first_of(row, [o.completions]), o.completions))]
+        scores = per_sample(row.get("score"), len(texts), "score")
+        idx = row.get("idx")
+        yield DumpRecord([Sample(t, upstream_correct=correct(s)) for t, s in zip(texts, scores, strict=True)],
+                         question=text_of(first_of(row, o.question), "the question"),
+                         source_id=None if idx is None else str(idx),
+                         answer=None if row.get("gt") is None else str(row["gt"]))
