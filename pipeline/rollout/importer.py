@@ -310,8 +310,7 @@ def import_dump(policy: Policy, problems: pa.Table, *, out: Path, rejects_dir: P
                 "problem_id": pa.array(c["problem_id"], pa.string()),
                 "policy_id": pa.array([policy.policy_id] * n, pa.string()),
                 "sample_idx": pa.array(c["sample_idx"], pa.int64()),
-                "seed": pa.array([keys.sample_seed(p, policy.policy_id, i)
-                                  for p, i in zip(c["problem_id"], c["sample_idx"], strict=True)], pa.int64()),
+                "seed": pa.nulls(n, pa.int64()),  # passband did not sample these
                 "completion": pa.array(c["completion"], pa.string()),
                 "n_tokens": pa.array(counts, pa.int64()),
                 "finish_reason": pa.array(c["finish_reason"], pa.string()),
@@ -398,22 +397,21 @@ def _add(rec: DumpRecord, line: int, *, matcher: Matcher, layout: Layout, seen: 
             reject(line, "empty", "the row lists no completions", excerpt)
             return
         seen[pid] = line
-    start = counters.get(pid, 0)
-    if start + len(rec.samples) > MAX_K:
-        reject(line, "too_many_samples", f"{start + len(rec.samples):,} samples for one problem (at most {MAX_K:,})",
-               excerpt)
+    start, k = counters.get(pid, 0), len(rec.samples)
+    if start + k > MAX_K:
+        reject(line, "too_many_samples", f"{start + k:,} samples for one problem (at most {MAX_K:,})", excerpt)
         return
-    counters[pid] = start + len(rec.samples)
+    counters[pid] = start + k
     c = buf.cols
-    for i, s in enumerate(rec.samples, start=start):
-        c["problem_id"].append(pid)
-        c["sample_idx"].append(i)
-        c["completion"].append(s.text)
-        c["n_tokens"].append(s.n_tokens)
-        c["finish_reason"].append(s.finish_reason)
-        c["upstream"].append(s.upstream_correct)
-        buf.text_bytes += len(s.text)
-    stats.samples += len(rec.samples)
+    texts, finish, n_tokens, upstream = zip(*rec.samples, strict=True) if k else ((), (), (), ())  # Sample order
+    c["problem_id"] += [pid] * k
+    c["sample_idx"] += range(start, start + k)
+    c["completion"] += texts
+    c["n_tokens"] += n_tokens
+    c["finish_reason"] += finish
+    c["upstream"] += upstream
+    buf.text_bytes += sum(map(len, texts))
+    stats.samples += k
 
 
 def _excerpt(obj: Any) -> str:
@@ -429,7 +427,7 @@ def _write_state(path: Path, state: dict[str, Any], dump: Path, whole: str | Non
     if state["done"] and state.get("format") != "parquet":
         read_all = whole is not None and state["offset"] == dump.stat().st_size
         state["prefix_sha256"] = whole if read_all else _prefix_sha256(dump, state["offset"])
-    atomic_write_text(path, json.dumps(state, sort_keys=True))
+    atomic_write_text(path, orjson.dumps(state, option=orjson.OPT_SORT_KEYS).decode())
 
 
 def _carry(old: dict[str, Any], policy: Policy, *, folders: dict[str, Path], prefix: str) -> int:
@@ -446,9 +444,6 @@ def _carry(old: dict[str, Any], policy: Policy, *, folders: dict[str, Path], pre
                 t = t.set_column(t.schema.get_field_index("policy_id"), "policy_id",
                                  pa.array([policy.policy_id] * t.num_rows, pa.string()))
             if name == "rollouts":
-                t = t.set_column(t.schema.get_field_index("seed"), "seed", pa.array(
-                    [keys.sample_seed(q, policy.policy_id, i) for q, i in
-                     zip(t["problem_id"].to_pylist(), t["sample_idx"].to_pylist(), strict=True)], pa.int64()))
                 n += t.num_rows
             write_table(t, folder / f"{prefix}{p.stem.rsplit('-', 1)[1]}.parquet", name=name)
     return n

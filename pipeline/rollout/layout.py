@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from pipeline.config import Model, parse_options
 from pipeline.errors import PassbandError
@@ -46,9 +46,9 @@ class LayoutError(PassbandError):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One completion as the dump has it (samples are numbered in the order the dump lists them)."""
+class Sample(NamedTuple):
+    """One completion as the dump has it (samples are numbered in the order the dump lists them). A named tuple:
+    a dump has millions, and the import reads its fields by position."""
 
     text: str
     finish_reason: str | None = None
