@@ -1,7 +1,8 @@
 """``passband summary``: what the last `dvc repro` produced, in a few short tables.
 
 Band counts per policy (main problems and reformulations apart), each flag's rate next to its measured
-precision and recall, the reformulation report,
+precision and recall, the reformulation report, for imported policies the agreement of the dump's own grader
+with passband's verdicts,
 the suspect golds per policy, and how to load the published folder. Read-only: it queries the catalog's views.
 """
 
@@ -39,6 +40,21 @@ FROM (SELECT policy_id, count(*) FILTER (WHERE gold_suspect) AS n_suspect, count
       FROM difficulty GROUP BY 1) d JOIN policies pol USING (policy_id)
 """
 
+# per imported policy: its samples that the dump graded too, and how often the dump's grader and passband agree
+IMPORTS = """
+SELECT pol.name AS policy, count(*) AS graded_by_both,
+       count(*) FILTER (WHERE u.upstream_correct = (v.status = 'correct')) AS agree,
+       round(count(*) FILTER (WHERE u.upstream_correct = (v.status = 'correct')) / count(*), 4) AS agreement,
+       count(*) FILTER (WHERE u.upstream_correct AND v.status <> 'correct') AS only_upstream_correct,
+       count(*) FILTER (WHERE NOT u.upstream_correct AND v.status = 'correct') AS only_passband_correct
+FROM upstream u JOIN difficulty d USING (problem_id, policy_id)
+     JOIN verdicts v ON v.problem_id = u.problem_id AND v.policy_id = u.policy_id AND v.sample_idx = u.sample_idx
+                    AND v.verifier_id = d.verifier_id
+     JOIN policies pol ON pol.policy_id = u.policy_id
+WHERE u.sample_idx < d.n
+GROUP BY 1 ORDER BY 1
+"""
+
 # each flag's rate next to the precision and recall measured on the labelled set (the flag_quality view)
 FLAGS = "SELECT * FROM flag_quality"
 
@@ -62,6 +78,9 @@ def summary(*, params, root) -> None:
     _show("Flags (flag_quality view; precision/recall measured on labelled completions, docs/flags.md)",
           query(params, FLAGS, root=root))
     _show("Reformulation (reformulation_report view)", query(params, REPORT, root=root))
+    imports = query(params, IMPORTS, root=root)
+    if imports is not None and not imports.is_empty():
+        _show("Imported policies: the dump's own grader against passband's verdicts (upstream view)", imports)
     line = query(params, SUSPECTS, root=root)["line"][0]
     click.echo(f"\nSuspect golds (suspect_golds view): {line or '(nothing yet)'}")
     folder = root / params.paths.published
