@@ -126,7 +126,7 @@ def make_policy(name: str, cfg: PolicyConfig, *, model_id: str, revision: str, p
     template = template or load_template(cfg.prompt)
     system = cfg.system_prompt if cfg.system_prompt is not None else template.system
     renderer = None
-    if template.apply_chat_template:
+    if template.apply_chat_template and cfg.dump is None:  # an imported policy renders nothing: no tokenizer to load
         source = cfg.tokenizer or path
         try:
             if tokenizer is None:

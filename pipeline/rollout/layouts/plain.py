@@ -4,6 +4,12 @@ Each completion is a string, or an object with ``text`` and any of ``finish_reas
 ``correct``::
 
     {"problem": "What is 2 + 3?", "answer": "5", "completions": ["2 + 3 = 5. The answer is 5.", "The answer is 6."]}
+
+An evaluation script's own JSON lines often keep those per-sample facts as lists beside the completions: name
+them (``finish_reasons``, ``n_tokens``, ``correct``: fields holding one entry a completion), and the completions'
+field (``completions``). The THIP evaluation dumps (``response``, ``finish_reason``, ``response_length``,
+``correct``) read with ``{completions: response, finish_reasons: finish_reason, n_tokens: response_length,
+correct: correct}``.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from pipeline.rollout.layout import (
     finish_reason,
     first_of,
     listed,
+    per_sample,
     text_of,
     tokens,
 )
@@ -40,6 +47,9 @@ class Plain(Layout):
         question: list[str] = Field(["problem", "question"], description="fields holding the question (the first found)")
         completions: str = Field("completions", description="the field holding the list of completions")
         id: str = Field("id", description="the field holding the problem's id (dump.match: source_id or problem_id)")
+        finish_reasons: str | None = Field(None, description="a field listing each completion's finish reason")
+        n_tokens: str | None = Field(None, description="a field listing each completion's token count")
+        correct: str | None = Field(None, description="a field listing the dump's own verdict of each completion")
 
     def read(self, row: dict[str, Any]) -> Iterator[DumpRecord]:
         o = self.options
@@ -53,6 +63,15 @@ class Plain(Layout):
                                       n_tokens=tokens(c.get("n_tokens")), upstream_correct=correct(c.get("correct"))))
             else:
                 raise LayoutError("bad_field", f"{o.completions}[{i}] is {type(c).__name__}, not text or an object")
+        n = len(samples)
+        lists = {k: per_sample(row.get(f), n, f) if f else None
+                 for k, f in (("finish", o.finish_reasons), ("tokens", o.n_tokens), ("correct", o.correct))}
+        if any(v is not None for v in lists.values()):
+            samples = [Sample(s.text,
+                              finish_reason=finish_reason(lists["finish"][i]) if lists["finish"] else s.finish_reason,
+                              n_tokens=tokens(lists["tokens"][i]) if lists["tokens"] else s.n_tokens,
+                              upstream_correct=correct(lists["correct"][i]) if lists["correct"] else s.upstream_correct)
+                       for i, s in enumerate(samples)]
         ident = row.get(o.id)
         yield DumpRecord(samples, question=text_of(first_of(row, o.question), "the question"),
                          problem_id=ident if isinstance(ident, str) else None,
