@@ -123,11 +123,13 @@ def test_load_dataset_returns_the_counted_generations_with_verdicts_and_flags(fo
 
 def test_the_cards_code_block_selects_the_correct_unflagged_generations(folder, tmp_path):
     code = card_block(folder).replace('"ORG/NAME"', "sys.argv[1]")
-    got = run_offline("import sys, json\n" + code + "\nprint(json.dumps(sft))", folder, tmp_path)
-    clean = [(w["_split"], {"problem": w["problem"], "completion": g}) for w in expected(folder).values()
-             for g, v, f in zip(w["generations"], w["verdicts"], w["flags"], strict=True) if v == "correct" and not f]
+    got = run_offline("import sys, json\n" + code + "\nprint(json.dumps(sft.to_list()))", folder, tmp_path)
+    # TRL's prompt-completion format; a rare success is kept (a risk for GRPO, not a fault of the text)
+    clean = [(w["_split"], {"prompt": w["problem"], "completion": g}) for w in expected(folder).values()
+             for g, v, f in zip(w["generations"], w["verdicts"], w["flags"], strict=True)
+             if v == "correct" and not set(f) - {"rare_success"}]
     want = [c for split, c in clean if split == "train"]  # the block loads the train split
-    key = lambda d: (d["problem"], d["completion"])  # noqa: E731
+    key = lambda d: (d["prompt"], d["completion"])  # noqa: E731
     assert Counter(map(key, got)) == Counter(map(key, want))
     assert len(want) > 0 and any(f for w in expected(folder).values() for f in w["flags"])  # the filter bites
 
@@ -138,7 +140,10 @@ def test_the_cards_code_block_selects_the_correct_unflagged_generations(folder, 
     assert build["rows"] == {"train": 16, "test": 2} and build["max_rollouts_per_item"] == BOUND
     section = (folder / "README.md").read_text().split("## Rollouts", 1)[1]
     assert f"Size: 18 rows (train 16, test 2), {18 * BOUND} generations, " in section
-    assert f"correct of which {build['correct_unflagged']}" in section and build["correct_unflagged"] == len(clean) > len(want)
+    unflagged = sum(v == "correct" and not f for w in expected(folder).values()
+                    for v, f in zip(w["verdicts"], w["flags"], strict=True))
+    assert f"correct of which {build['correct_unflagged']}" in section and build["correct_unflagged"] == unflagged
+    assert len(clean) > len(want)
 
 
 def test_off_and_empty(tmp_path):
@@ -151,3 +156,45 @@ def test_off_and_empty(tmp_path):
     publish(empty)
     text = (empty / "data/published/README.md").read_text()
     assert "Not built: no rollouts were found" in text and "config_name: rollouts" not in text
+
+
+def test_the_sft_columns_and_trls_sft_trainer_takes_them(folder, embedded_model_dir, tmp_path):
+    """``prompt`` is the text the policy was given, ``messages`` the conversation of the row's first correct generation
+    no flag but rare_success fired on, ``is_reasoning_complete`` per generation; TRL's SFTTrainer builds its dataset
+    from ``messages`` and from the card's prompt-completion rows (no training)."""
+    pytest.importorskip("trl")
+    from datasets import Dataset, load_dataset
+    from trl import SFTConfig, SFTTrainer
+
+    rows = load_dataset(str(folder), "rollouts", split="train", cache_dir=str(tmp_path / "cache"))
+    want = expected(folder)
+    for r in rows:
+        w = want[(r["problem_id"], r["policy_id"])]
+        clean = [g for g, v, f in zip(w["generations"], w["verdicts"], w["flags"], strict=True)
+                 if v == "correct" and not set(f) - {"rare_success"}]
+        assert r["messages"] == (None if not clean else [{"role": "user", "content": r["problem"]},
+                                                          {"role": "assistant", "content": clean[0]}])
+        assert r["is_reasoning_complete"] == [f == "stop" for f in r["finish_reasons"]]  # no thinking blocks here
+        assert r["prompt"] is None or r["problem"] in r["prompt"]
+    args = SFTConfig(output_dir=str(tmp_path / "out"), max_steps=1, use_cpu=True, report_to="none",
+                     save_strategy="no", disable_tqdm=True, max_length=64)
+    conversations = rows.filter(lambda r: r["messages"] is not None).select_columns(["messages"])
+    trainer = SFTTrainer(model=str(embedded_model_dir), args=args, train_dataset=conversations)
+    assert len(trainer.train_dataset) == len(conversations) > 0 and "input_ids" in trainer.train_dataset.column_names
+    pairs = Dataset.from_list([{"prompt": r["problem"], "completion": m[1]["content"]}
+                               for r in rows if (m := r["messages"]) is not None])
+    trainer = SFTTrainer(model=trainer.model, processing_class=trainer.processing_class, args=args, train_dataset=pairs)
+    first = trainer.train_dataset[0]  # the prompt-completion format: the loss is on the completion's tokens only
+    assert first["labels"][0] == -100 and any(t != -100 for t in first["labels"])
+
+
+def test_the_card_lists_the_rollouts_config_with_a_readable_size(folder):
+    from pipeline.publish.card import size_text
+
+    assert [size_text(n) for n in (820, 24_310, 1_300_000, 56_000_000, 2_100_000_000)] == [
+        "820 B", "24 kB", "1.3 MB", "56 MB", "2.1 GB"]
+    text = (folder / "README.md").read_text()
+    configs = text.split("## Configs", 1)[1].split("##", 1)[0]
+    assert "| `rollouts` | 18 |" in configs
+    build = json.loads((folder / "build.json").read_text())["rollouts"]
+    assert f"{size_text(build['bytes'])} of Parquet" in text and "0.0 MB" not in text

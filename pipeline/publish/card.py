@@ -401,7 +401,7 @@ def render(dataset: Dataset, *, files: dict[str, dict[str, str]], exports: dict[
     header = DatasetCardData(**metadata(dataset, files=files, spec=spec)).to_yaml()
     body = [
         *_intro(dataset, spec=spec),
-        *_configs(dataset, files=files),
+        *_configs(dataset, files=files, rollouts=rollouts),
         *_reformulations(dataset),
         *_policy(dataset, spec=spec),
         *_bands(dataset, spec=spec),
@@ -435,12 +435,17 @@ def _intro(dataset: Dataset, *, spec: CardSpec) -> list[str]:
     ]
 
 
-def _configs(dataset: Dataset, *, files: dict[str, dict[str, str]]) -> list[str]:
+def _configs(dataset: Dataset, *, files: dict[str, dict[str, str]],
+             rollouts: ro.RolloutsSummary | None = None) -> list[str]:
+    rows = [[f"`{c}`", dataset.rows(c), _what(c) + ("" if c in files else _EMPTY)] for c in dataset.configs]
+    if rollouts is not None:
+        rows.append([f"`{ro.CONFIG}`", rollouts.total_rows,
+                     "the completions behind the pass rates, one row per item and policy (see Rollouts below)"
+                     + ("" if rollouts.total_rows else _EMPTY)])
     return [
         "## Configs",
         "",
-        _table(["config", "rows", "what"], [[f"`{c}`", dataset.rows(c), _what(c) + ("" if c in files else _EMPTY)]
-                                            for c in dataset.configs]),
+        _table(["config", "rows", "what"], rows),
         "",
         "Splits follow the sources' own splits (`train`, `test`), so test items never land in a train split.",
         f"Not published: {dataset.unmeasured} problems and {dataset.unmeasured_reformulated} reformulations the primary "
@@ -569,7 +574,6 @@ def _rollouts(summary: ro.RolloutsSummary | None, *, repo: str) -> list[str]:
     if not summary.total_rows:
         return [*head, "Not built: no rollouts were found for the published items.", ""]
     split = next(iter(summary.files))
-    mb = summary.bytes / 1e6
     return [
         *head,
         f"The `{ro.CONFIG}` config holds the completions behind the pass rates: one row per item and policy, with",
@@ -580,27 +584,38 @@ def _rollouts(summary: ro.RolloutsSummary | None, *, repo: str) -> list[str]:
         "",
         f"Size: {summary.total_rows} rows (" + ", ".join(f"{s} {n}" for s, n in summary.rows.items())
         + f"), {summary.generations} generations, {summary.correct} correct of which {summary.correct_unflagged}",
-        f"unflagged; {mb:.1f} MB of Parquet. Rows whose item has more counted rollouts than the bound keeps: "
-        f"{summary.truncated_rows}.",
+        f"unflagged; {size_text(summary.bytes)} of Parquet. Rows whose item has more counted rollouts than the bound "
+        f"keeps: {summary.truncated_rows}.",
         "",
-        "Correct generations no flag fired on, for supervised fine-tuning (rejection sampling); to keep the rare",
-        "successes of hard items, ignore the `rare_success` flag (a risk for GRPO, not a fault of the text):",
+        "Correct generations no flag fired on, for supervised fine-tuning (rejection sampling), in TRL's",
+        "prompt-completion format; the rare successes of hard items are kept (`rare_success` is a risk for GRPO,",
+        "not a fault of the text). `messages` already holds each row's first such generation as a conversation",
+        "(TRL's `SFTTrainer` takes either), and `prompt` the text the policy was given.",
         "",
         "```python",
-        "from datasets import load_dataset",
+        "from datasets import Dataset, load_dataset",
         "",
         f'rollouts = load_dataset("{repo}", "{ro.CONFIG}", split="{split}")',
         "",
         "def clean(row):",
         '    return [g for g, ok, f in zip(row["generations"], row["correctness_math_verify"], row["flags"])',
-        "            if ok and not f]",
+        '            if ok and not set(f) - {"rare_success"}]',
         "",
-        'sft = [{"problem": row["problem"], "completion": g} for row in rollouts for g in clean(row)]',
+        'sft = Dataset.from_list([{"prompt": row["problem"], "completion": g} for row in rollouts for g in clean(row)])',
         "```",
         "",
         _table(["column", "type", "description"], [[f"`{n}`", f"`{type_name(t)}`", d] for n, t, _, d in ro.COLUMNS]),
         "",
     ]
+
+
+def size_text(n: int) -> str:
+    """Bytes as a reader wants them: ``820 B``, ``24 kB``, ``1.3 MB``, ``2.1 GB`` (never ``0.0 MB``)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{n} B"
 
 
 def _columns() -> list[str]:

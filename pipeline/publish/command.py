@@ -22,7 +22,9 @@ def _shown(path: Path) -> str:
 def command(*, params, root) -> None:
     """Build the Hub dataset folder (paths.published) from the difficulty tables.
 
-    Configs: default (every kept item), one per band in publish.bands, and reformulated; the
+    Configs: default (every kept item), one per band in publish.bands, reformulated, and
+    rollouts (publish.rollouts: the completions behind the pass rates, one row per item and
+    policy, with verdicts, flags, the prompt the policy saw and an SFT-ready `messages`); the
     card records the primary policy, the verifier, counts per band, a pass-rate histogram and
     how the folder was built. Trainer exports (verl, TRL, OpenRLHF) go under exports/.
     Nothing is uploaded: `passband push --repo-id ORG/NAME` does that.
@@ -34,6 +36,9 @@ def command(*, params, root) -> None:
     click.echo("  rows: " + "; ".join(
         f"{config} {ds.rows(config)} (" + ", ".join(f"{s} {t.num_rows}" for s, t in splits.items()) + ")"
         for config, splits in ds.configs.items()))
+    if (ro := result.rollouts) is not None:
+        click.echo(f"  rollouts config: {ro.total_rows} rows, {ro.generations} generations ({ro.correct} correct, "
+                   f"{ro.correct_unflagged} of them unflagged: the SFT rows)")
     if ds.unmeasured or ds.unmeasured_reformulated:
         click.echo(f"  not published: {ds.unmeasured} problems and {ds.unmeasured_reformulated} reformulations "
                    "without a measurement by the primary policy")

@@ -27,15 +27,17 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from pipeline import text_gather
 from pipeline.catalog import open_views
-from pipeline.config import Params
+from pipeline.config import ConfigError, Params
 from pipeline.publish.core import DEFAULT_CONFIG, REFORMULATED_CONFIG, Dataset
 from pipeline.publish.shards import SplitWriter
+from pipeline.rollout.prompts import load_template, render
 from pipeline.sqltext import sql_list, sql_literal
 from pipeline.text_gather import register_keys, rows_in_order, scatter, with_text
 
@@ -48,7 +50,12 @@ BUCKET_BYTES = text_gather.BUCKET_BYTES  # completion text gathered per bucket (
 # (name, type, nullable, description): the card's column table is read from here
 COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
     ("problem_id", pa.string(), False, "problem key (the same item in every other config)"),
-    ("problem", pa.string(), False, "the question, as the policy saw it inside its prompt template"),
+    ("problem", pa.string(), False, "the question, bare (as in every other config)"),
+    ("prompt", pa.string(), True, "the text the policy was given: the question inside its prompt template (null: a chat "
+                                  "template, which the model's tokenizer renders; see the card's Policy section)"),
+    ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])), True,
+     "the conversation an SFT trainer takes: the bare question, then the first correct generation no flag fired on "
+     "but rare_success (null: none)"),
     ("answer", pa.string(), False, "gold answer the verdicts were graded against"),
     ("solution", pa.string(), True, "the source's reference solution, where it has one"),
     ("source", pa.string(), False, "source name (params.yaml ingest.sources)"),
@@ -60,6 +67,8 @@ COLUMNS: list[tuple[str, pa.DataType, bool, str]] = [
     ("n_rollouts", pa.int64(), False, "rollouts the pass rate counts; `generations` holds the first of them"),
     ("generations", pa.list_(pa.string()), False, "completions, in sample order (sample_idx 0, 1, ...)"),
     ("finish_reasons", pa.list_(pa.string()), False, "per generation: stop (stop string or EOS) or length (max_tokens)"),
+    ("is_reasoning_complete", pa.list_(pa.bool_()), False,
+     "per generation: it stopped by itself (not at max_tokens) and closed any thinking block it opened"),
     ("generation_token_length", pa.list_(pa.int64()), False, "per generation: tokens generated"),
     ("verdicts", pa.list_(pa.string()), False, "per generation: correct | incorrect | no_answer | timeout | error"),
     ("correctness_math_verify", pa.list_(pa.bool_()), False, "per generation: verdict is correct (math-verify)"),
@@ -82,6 +91,7 @@ WITH f AS (
                               r.sample_idx) - 1
                AS pos,
            i.item, r.sample_idx, r.file, r.file_row, r.size, r.finish_reason, r.n_tokens, v.status, v.extracted,
+           v.thinking_closed,
            coalesce(f.flags, []::VARCHAR[]) AS flags
     FROM _publish_items i
     JOIN _publish_keys r ON r.problem_id = i.problem_id AND r.policy_id = i.policy_id AND r.sample_idx < least(i.n, $max)
@@ -140,14 +150,24 @@ def create_items(con: duckdb.DuckDBPyConnection, dataset: Dataset) -> None:
     con.execute(ITEMS_SQL.format(shards=" UNION ALL BY NAME ".join(parts)))
 
 
-def _row(group: list[dict]) -> dict:
+SFT_IGNORED_FLAGS = frozenset({"rare_success"})  # a risk for GRPO, not a fault of the text: kept for SFT
+
+
+def _row(group: list[dict], prompts: dict[str, Any]) -> dict:
     first = group[0]
     verdicts = [g["status"] for g in group]
+    clean = next((g["completion"] for g in group if g["status"] == "correct" and not set(g["flags"]) - SFT_IGNORED_FLAGS),
+                 None)
+    render = prompts.get(first["policy_id"])
     return {
         **{k: first[k] for k in ("problem_id", "problem", "answer", "solution", "source", "policy", "policy_id",
                                  "verifier_id", "pass_rate", "band", "n_rollouts")},
+        "prompt": render(first["problem"]) if render else None,
+        "messages": None if clean is None else [{"role": "user", "content": first["problem"]},
+                                                {"role": "assistant", "content": clean}],
         "generations": [g["completion"] for g in group],
         "finish_reasons": [g["finish_reason"] for g in group],
+        "is_reasoning_complete": [g["finish_reason"] == "stop" and g["thinking_closed"] is not False for g in group],
         "generation_token_length": [g["n_tokens"] for g in group],
         "verdicts": verdicts,
         "correctness_math_verify": [v == "correct" for v in verdicts],
@@ -155,6 +175,22 @@ def _row(group: list[dict]) -> dict:
         "extracted_answers": [g["extracted"] for g in group],
         "flags": [g["flags"] for g in group],
     }
+
+
+def prompt_renderers(policies: list[dict[str, Any]]) -> dict[str, Any]:
+    """policy_id -> a function giving the text the policy was given for a question (its template, its system prompt),
+    for the policies whose template renders text; a chat template's text needs the model's tokenizer: none."""
+    out: dict[str, Any] = {}
+    for p in policies:
+        try:
+            template = load_template(p["prompt_template"])
+        except ConfigError:  # a template of a plugin not loaded here
+            continue
+        if template.chat or template.apply_chat_template or template.version != p["prompt_version"]:
+            continue
+        system = p.get("system_prompt")
+        out[p["policy_id"]] = lambda q, t=template, s=system: render(t, q, system=s).text
+    return out
 
 
 def _items(cur: duckdb.DuckDBPyConnection):
@@ -169,8 +205,8 @@ def _samples(con: duckdb.DuckDBPyConnection, spill: Path):
     """Every counted sample, in the config's order, with its item's columns and its completion: the keys from
     ``_samples`` in order, the text from one bucket file at a time (a bucket's text, never the job's, in memory), the
     item's columns from a second cursor walking ``_publish_items`` alongside (a sample's item never decreases)."""
-    keys = rows_in_order(con, "SELECT pos, item, sample_idx, finish_reason, n_tokens, status, extracted, flags, bucket "
-                              "FROM _samples ORDER BY pos")
+    keys = rows_in_order(con, "SELECT pos, item, sample_idx, finish_reason, n_tokens, status, extracted, thinking_closed, "
+                              "flags, bucket FROM _samples ORDER BY pos")
     cur = con.cursor()
     try:
         items = _items(cur)
@@ -178,8 +214,9 @@ def _samples(con: duckdb.DuckDBPyConnection, spill: Path):
         for s, text in with_text(keys, spill, what="publish"):
             while at < s["item"]:
                 at, item = next(items)
-            yield {**item, "completion": text, "finish_reason": s["finish_reason"],
-                   "n_tokens": s["n_tokens"], "status": s["status"], "extracted": s["extracted"], "flags": s["flags"]}
+            yield {**item, "completion": text, "finish_reason": s["finish_reason"], "n_tokens": s["n_tokens"],
+                   "status": s["status"], "extracted": s["extracted"], "thinking_closed": s["thinking_closed"],
+                   "flags": s["flags"]}
     finally:
         cur.close()
 
@@ -203,8 +240,10 @@ def write(con: duckdb.DuckDBPyConnection, dataset: Dataset, *, files: list[str],
         scatter(con, "_samples", spill)
         group: list[dict] = []
 
+        prompts = prompt_renderers(dataset.policies)
+
         def emit() -> None:
-            row = _row(group)
+            row = _row(group, prompts)
             split = group[0]["split"]
             if split not in writers:
                 writers[split] = SplitWriter(staging / "data" / CONFIG, split, schema=SCHEMA, shard_rows=shard_rows,

@@ -59,6 +59,7 @@ class PublishResult:
     dataset: Dataset
     files: list[str]  # every file written, relative to the folder
     build: card_mod.BuildInfo
+    rollouts: ro.RolloutsSummary | None = None  # the rollouts config (None: publish.rollouts is off)
 
     def load_hint(self) -> str:
         cfg = LEARNABLE if LEARNABLE in self.dataset.configs else DEFAULT_CONFIG
@@ -334,7 +335,7 @@ def write_folder(dataset: Dataset, *, staging: Path, params: Params, licenses: l
     copied: dict[bytes, str] = {}
     for s in licenses:
         rel = None
-        if s.text is not None:
+        if s.text is not None and items.get(s.source, 0):  # a source with no published item ships no license text
             data = s.text
             rel = copied.get(data)
             if rel is None:
@@ -460,4 +461,4 @@ def run(params: Params, *, root: Path = Path(".")) -> PublishResult:
         remove_tree(staging)
         raise
     dataset.moved(staging, target)
-    return PublishResult(folder=target, dataset=dataset, files=files, build=info)
+    return PublishResult(folder=target, dataset=dataset, files=files, build=info, rollouts=rollouts)
