@@ -334,6 +334,27 @@ def _project(root: Path) -> Path:
 
 
 @pytest.mark.slow
+def test_a_plugin_detector_from_a_file_runs_in_annotates_worker_pool(tmp_path, throwaway, monkeypatch):
+    """The pool's spawned workers cannot import a plugin file's module: the plugins are shipped to them and loaded
+    there first, and the detector arrives by name (it died as 'a detector worker died' before)."""
+    import pipeline.annotate.core as core
+
+    params = _project(tmp_path)
+    raw = yaml.safe_load(params.read_text())
+    raw["annotate"]["workers"] = 2
+    params.write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(core, "POOL_MIN_ROWS", 1)  # the pool even for these 6 rows
+    runner = CliRunner()
+    for args in (["ingest"], ["rollout", "--set", "main"], ["verify", "--set", "main"],
+                 ["annotate", "--set", "main", "--no-plots"]):
+        res = runner.invoke(cli, [*args, "--params", str(params), "--no-progress"])
+        assert res.exit_code == 0, f"{args}: {res.output}"
+    flags = read_table(tmp_path / "data/flags", name="flags").to_pylist()
+    echo = [f for f in flags if f["flag"] == "echo_flag"]
+    assert len(echo) == 6 and {f["evidence"] for f in echo} == {"holds 'answer is'"}
+
+
+@pytest.mark.slow
 def test_a_plugin_preset_engine_and_detector_from_files_are_used_end_to_end(tmp_path, throwaway):
     params = _project(tmp_path)
     runner = CliRunner()

@@ -10,14 +10,19 @@ stays a few batches whatever the job's size.
 Workers are started with ``spawn`` (the stage holds DuckDB's threads: a ``fork`` could copy a lock held by one
 of them) as direct children of the stage process, and each asks the kernel for SIGKILL when the stage exits
 (``PR_SET_PDEATHSIG``, checked against a parent that died before it asked), so a ``kill -9`` of the stage or the
-OOM killer taking it leaves no worker computing. The detectors reach a worker pickled (a plugin's module is
-imported there, which registers it); the knobs as a dict, validated again there against the same registry.
+OOM killer taking it leaves no worker computing. The user's plugins (params.yaml's ``plugins``: files and modules)
+are shipped to each worker and loaded there first (the Python ones: a YAML plugin is a preset or a prompt, which
+no detector reads) (:func:`pipeline.plugins.load_shipped`, as the Ray engine and
+the verify pool's Ray workers do): a detector defined in a plugin file reaches the worker by name, looked up in the
+registry its file filled there (its module's name is the file's path, which pickling cannot follow); every other
+detector is pickled. The knobs go as a dict, validated again there against the same registry.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import signal
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -27,10 +32,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.annotate.detectors import Detector, flag_options
+from pipeline.annotate.detectors import DETECTORS, Detector, flag_options
 from pipeline.annotate.flag_runner import FlagCounts, run_detectors
 from pipeline.errors import PassbandError
 from pipeline.lifetime import die_with_parent
+from pipeline.plugins import ShippedPlugin, load_shipped, shipped_plugins
 
 IN_FLIGHT_PER_WORKER = 2  # batches queued per worker: one running, one ready, so no worker waits on the parent
 
@@ -41,10 +47,25 @@ class DetectorPoolError(PassbandError):
     """A detector worker died (the OOM killer, a segfault): the stage stops with one line."""
 
 
-def _init(parent_pid: int, detectors: list[Detector], options: dict[str, Any]) -> None:
+PLUGIN_MODULE = "passband_plugin_"  # the module-name prefix of a plugin file (pipeline.plugins)
+
+
+def _shipped(detectors: Sequence[Detector]) -> list[tuple[str, bytes | None]]:
+    """Each detector as a worker gets it: (name, None) when a plugin file defines it (looked up by name there after
+    the file is loaded), else (name, its pickle)."""
+    out = []
+    for d in detectors:
+        by_name = getattr(d.detect, "__module__", "").startswith(PLUGIN_MODULE)
+        out.append((d.name, None if by_name else pickle.dumps(d)))
+    return out
+
+
+def _init(parent_pid: int, detectors: list[tuple[str, bytes | None]], options: dict[str, Any],
+          plugins: list[ShippedPlugin]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the stage, which shuts the pool down
     die_with_parent(parent_pid)  # elsewhere than Linux it ends when its pipe closes
-    _WORKER["detectors"] = detectors
+    load_shipped(plugins)  # the user's Python plugins first: their detectors and their options' models
+    _WORKER["detectors"] = [DETECTORS.lookup(name) if blob is None else pickle.loads(blob) for name, blob in detectors]
     _WORKER["opts"] = flag_options(options, where="annotate.options")
 
 
@@ -68,7 +89,8 @@ def pooled_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Dete
         yield from run_detectors(batches, detectors, opts, counts=counts, on_batch=on_batch)
         return
     ex = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init,
-                             initargs=(os.getpid(), list(detectors), opts.model_dump()))
+                             initargs=(os.getpid(), _shipped(detectors), opts.model_dump(),
+                                       [p for p in shipped_plugins() if not p[1].endswith((".yaml", ".yml"))]))
     pending: deque[Future] = deque()
 
     def done(future: Future) -> list[pa.RecordBatch]:
