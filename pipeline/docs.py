@@ -347,7 +347,7 @@ SCRIPTS: list[Script] = [
     Script("thinking_cases", "tests/support/make_thinking_cases.py", "tests/data/thinking_cases.jsonl (needs ../shared/data)"),
     Script("dvc_deps", "tests/test_dvc_deps.py", "the code deps of dvc.yaml and experiments/band_value/dvc.yaml"),
     Script("outputs", "tests/test_docs.py", "the outputs of the `<!-- check: output -->` blocks of README.md and "
-           "docs/*.md (README's `passband summary`, on the embedded completions)"),
+           "docs/*.md (README's band counts, on the embedded completions)"),
 ]
 
 # in the order --write runs them: the flag quality first (the flags block and the summary quote it), the outputs last

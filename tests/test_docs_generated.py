@@ -194,10 +194,10 @@ def _edit_preset_fixture(root: Path) -> Path:
     return path
 
 
-def _edit_summary(root: Path) -> Path:  # one figure of README's `passband summary` output
+def _edit_summary(root: Path) -> Path:  # one figure of README's band counts
     path = root / "README.md"
     text = path.read_text()
-    new = re.sub(r"(│ smollm2-fewshot +┆ main ┆ learnable ┆ )(\d+)", lambda m: m[1] + str(int(m[2]) + 1), text, count=1)
+    new = re.sub(r"(│ smollm2-fewshot +┆ learnable ┆ )(\d+)", lambda m: m[1] + str(int(m[2]) + 1), text, count=1)
     assert new != text
     path.write_text(new)
     return path
