@@ -26,6 +26,7 @@ from pipeline.annotate.detectors import (
     Hit,
     default_flag_options,
     flag_options_model,
+    register,
 )
 from pipeline.annotate.flag_runner import SAMPLE_COLUMNS, candidate_sql, sql_hits_sql
 from pipeline.annotate.quality import LABELS
@@ -331,6 +332,21 @@ def _project(root: Path) -> Path:
     }
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     return root / "params.yaml"
+
+
+def test_a_detector_whose_scan_names_the_other_sides_column_fails_when_it_registers():
+    """`where` runs first over one side's columns: naming a verdicts column on the rollouts side (the default) is one
+    line at registration, naming the side and its columns (it was a 43-line DuckDB traceback in annotate)."""
+    with pytest.raises(ConfigError, match=r"its where names a column of no table on side 'rollouts' .*\"status\".*"
+                                          r"its columns: problem_id, policy_id, sample_idx, completion") as e:
+        register("wrong_side", kind="risk", where="status = 'correct'")(lambda row, opts: None)
+    assert "\n" not in str(e.value) and "wrong_side" not in DETECTORS
+    with pytest.raises(ConfigError, match="no table on any side"):
+        register("no_such", kind="risk", where="nonsense_column > 1", scan="status = 'correct'",
+                 side="verdicts")(lambda row, opts: None)
+    # the same predicate on its own side registers
+    register("right_side", kind="risk", where="status = 'correct'", side="verdicts")(lambda row, opts: None)
+    DETECTORS.remove("right_side")
 
 
 @pytest.mark.slow

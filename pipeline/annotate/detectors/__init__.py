@@ -19,6 +19,15 @@ Adding a detector is adding such a file here (or listing it in params.yaml's ``p
 runner (:mod:`pipeline.annotate.flag_runner`) owns batching, counting and errors. ``score_sql``/``evidence_sql``
 (optional) are the same decision as SQL, so DuckDB writes the hits; ``side`` and ``scan`` say which table's columns
 decide the candidates (see the runner).
+
+**The row.** ``detect`` gets a dict of every column of :data:`SIDE_COLUMNS` (both sides: problem_id, policy_id,
+sample_idx, status, extracted, completion, n_tokens, finish_reason, question, n, n_correct, pass_rate, steps,
+ref_steps, median_correct_steps; n_tokens and finish_reason may be null for imported completions). ``where`` may
+use any of them; the cheap first scan runs over one side's columns only (``side``: ``rollouts`` or ``verdicts``,
+the columns listed there), so ``scan`` (``where`` when not given) must name only that side's columns, and
+``detect`` must also accept rows its ``where`` would drop (the runner may hand it a row another detector made a
+candidate). A ``where`` or ``scan`` naming a column the side does not have is a :class:`ConfigError` when the
+detector registers, naming the column and the side's columns.
 """
 
 from __future__ import annotations
@@ -44,6 +53,10 @@ SIDE_COLUMNS = {
                  "ref_steps", "median_correct_steps"),
     "verdicts": ("problem_id", "policy_id", "sample_idx", "status", "extracted", "question", "n", "n_correct", "pass_rate"),
 }
+
+# each column's SQL type, to bind a detector's predicates at registration (their values do not matter)
+_COLUMN_TYPES = {"sample_idx": "BIGINT", "n_tokens": "BIGINT", "steps": "BIGINT", "ref_steps": "BIGINT",
+                 "median_correct_steps": "DOUBLE", "n": "BIGINT", "n_correct": "BIGINT", "pass_rate": "DOUBLE"}
 
 # where a final answer can be stated: every candidate (pipeline.verify.extract.candidates) starts at one of
 # these, so N candidates need N matches (case-insensitive "answer" covers "The ANSWER to the question is")
@@ -104,11 +117,41 @@ def register(name: str, *, kind: str, where: str, label: str | None = None, opti
         raise ConfigError(f"flag detector {name!r}: unknown side {side!r}; known: {', '.join(SIDE_COLUMNS)}")
 
     def deco(fn: Callable[[dict, Any], Hit | None]) -> Callable:
-        DETECTORS.add(name, Detector(name, kind, where, fn, (fn.__doc__ or "").strip(), score_sql, evidence_sql, side,
-                                     scan, label, options), origin=origin_of(fn))
+        det = Detector(name, kind, where, fn, (fn.__doc__ or "").strip(), score_sql, evidence_sql, side, scan, label,
+                       options)
+        check_columns(det)
+        DETECTORS.add(name, det, origin=origin_of(fn))
         return fn
 
     return deco
+
+
+def check_columns(det: Detector) -> None:
+    """A :class:`ConfigError` when the detector's scan predicate names a column its side does not have, or its
+    ``where`` one no side has (bound by DuckDB over empty relations of those columns, its knobs at their defaults)."""
+    import duckdb
+
+    try:
+        opts = det.Options()
+    except ValueError:  # a knob without a default: nothing to format the predicates with here
+        return
+    both = tuple(dict.fromkeys(c for cols in SIDE_COLUMNS.values() for c in cols))
+    for what, pred, cols in (("scan" if det.scan else "where", det.scan_sql(opts), SIDE_COLUMNS[det.side]),
+                             ("where", det.where_sql(opts), both)):
+        rel = ", ".join(f"NULL::{_COLUMN_TYPES.get(c, 'VARCHAR')} AS {c}" for c in cols)
+        con = duckdb.connect()
+        try:
+            con.execute(f"SELECT * FROM (SELECT {rel}) WHERE {pred} LIMIT 0")
+        except duckdb.BinderException as exc:
+            first = str(exc).splitlines()[0]
+            if "not found" in first or "does not have a column" in first:
+                side = f"side {det.side!r}" if cols is not both else "any side"
+                raise ConfigError(f"flag detector {det.name!r}: its {what} names a column of no table on {side} "
+                                  f"({first.removeprefix('Binder Error: ')}); its columns: {', '.join(cols)}") from None
+        except duckdb.Error:  # a type or function error is the runner's to report, with the data
+            continue
+        finally:
+            con.close()
 
 
 def get_detectors(names: Sequence[str] | None) -> list[Detector]:
