@@ -51,6 +51,38 @@ def test_each_ending_is_read_and_names_its_policy(gold, completion, status, extr
     assert policies_in(j.detail) == policies, j
 
 
+# An answer the model then doubts and never reaffirms is a guess: no_answer, and no earlier phrase answers instead.
+DOUBTED = [
+    ("24", "So the correct answer should be 24. Wait, but let's verify the count again: the first row has 6 and"),
+    ("24", "The answer is 24. Hmm, I'm not sure the second row counts."),
+    ("12", "The answer is 10. Then the answer is 12. Wait, that can't be right: the carry was 2"),
+    ("9", "So the answer is 9. But let me double-check the corners, which I may have counted twice"),
+    ("7", "Thus the answer must be 7. Actually, no: the last term is negative"),
+]
+# ... and one it doubts and then takes back up, or an explicit final answer, still answers.
+REAFFIRMED = [
+    ("24", "So the answer is 24. Wait, let me verify: 3 * 8 = 24. Yes, 24 is correct."),
+    ("24", "The answer is 24. Let me double-check: 4 * 6 = 24, so 24 holds."),
+    ("12", "Final answer: 12. Hmm, the carry looked odd, but the sum stands."),  # "final answer" is explicit
+    ("8", "The answer is 8. The next question is about apples."),  # no doubt at all
+    ("5", "The answer is \\boxed{5}. Wait, I should also say why."),  # a box is an explicit marker
+]
+
+
+@pytest.mark.parametrize(("gold", "completion"), DOUBTED, ids=[d[1][:40] for d in DOUBTED])
+def test_a_doubted_answer_is_no_answer(gold, completion):
+    [j] = judge_many([(gold, completion)], RULES)
+    assert (j.status, j.extracted) == ("no_answer", None), j
+    assert policies_in(j.detail) == ["doubted_answer"], j
+    assert gold in {c.answer for c in candidates(completion)} or gold == "12"  # still seen by multiple_answers
+
+
+@pytest.mark.parametrize(("gold", "completion"), REAFFIRMED, ids=[d[1][:40] for d in REAFFIRMED])
+def test_a_reaffirmed_or_final_answer_still_answers(gold, completion):
+    [j] = judge_many([(gold, completion)], RULES)
+    assert (j.status, j.extracted) == ("correct", gold), j
+
+
 NOT_ANSWERS = [
     "If the answer is 4, then the total would be 8.",  # a condition
     "Let me check whether the answer is 4 by substituting.",

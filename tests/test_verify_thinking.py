@@ -35,6 +35,7 @@ CASES = REPO / "tests" / "data" / "thinking_cases.jsonl"
 TEMPLATES = REPO / "tests" / "data" / "chat_templates"
 QWEN3, R1 = TEMPLATES / "qwen3", TEMPLATES / "deepseek-r1-distill-qwen"
 ISSUE = "<think>6*7 = 42. The answer is 42. Hmm, but it might be 41"
+UNFINISHED = "<think>6*7 = 42. The answer is 42."  # the thinking never closes, and nothing doubts the 42
 
 
 def load_cases() -> list[dict]:
@@ -48,8 +49,11 @@ def test_the_issue_example_is_no_answer_unfinished_thinking():
         [j] = judge_many([("42", ISSUE)], **kwargs)
         assert (j.status, j.detail, j.extracted) == ("no_answer", "unfinished_thinking", None), kwargs
         assert (j.thinking_closed, j.thinking_chars) == (False, len(ISSUE) - len("<think>"))
-    # thinking off reads the whole text, as before: the explicit way back
-    assert judge("42", ISSUE, thinking="off").status == "correct"
+    # thinking off reads the whole text: the explicit way back, where the model states its answer undoubted
+    assert judge("42", UNFINISHED, thinking="off").status == "correct"
+    # ... but the issue's 42 is doubted ("Hmm, but it might be 41") and never reaffirmed: a guess, not an answer
+    j = judge("42", ISSUE, thinking="off")
+    assert (j.status, j.extracted) == ("no_answer", None) and "doubted_answer" in j.detail
 
 
 def test_a_boxed_answer_inside_the_thinking_with_none_after_is_no_answer():
@@ -87,9 +91,9 @@ def test_a_bad_mode_is_a_one_line_error():
 
 def test_thinking_in_options_and_rewards():
     cfg = {"thinking": "off"}
-    assert judge("42", ISSUE, options=cfg).status == "correct"
-    assert accuracy_reward([ISSUE, "<think>hm</think> \\boxed{42}"], answer=["42", "42"]) == [0.0, 1.0]
-    assert trl_reward(options=cfg)([ISSUE], answer=["42"]) == [1.0]
+    assert judge("42", UNFINISHED, options=cfg).status == "correct"
+    assert accuracy_reward([UNFINISHED, "<think>hm</think> \\boxed{42}"], answer=["42", "42"]) == [0.0, 1.0]
+    assert trl_reward(options=cfg)([UNFINISHED], answer=["42"]) == [1.0]
 
 
 # ---- per policy: derived from the prompt, part of policy_id -------------------------------------------------
@@ -154,7 +158,7 @@ PARAMS = {"ingest": {"sources": [{"name": "t", "kind": "synthetic"}]}, "policies
 
 def test_verify_stage_takes_modes_from_the_policies_table_and_upgrades_old_shards(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(PARAMS))
-    text = "6*7 = 42. The answer is 42. Hmm, but it might be"
+    text = "6*7 = 42. The answer is 42."
     problems, rollouts = _tables({"pol_r1": text, "pol_plain": text})
     write_table(problems, tmp_path / "data/problems/part-0.parquet", name="problems")
     write_table(rollouts, tmp_path / "data/rollouts/part-0.parquet", name="rollouts")

@@ -187,10 +187,41 @@ def read_box(text: str) -> str | None:
 
 
 HEDGED = ("hedged_phrase",)
+DOUBTED = ("doubted_answer",)
 Read = tuple[str | None, tuple[str, ...]]  # an answer phrase's answer (None: it states none) and the policies used
 
+# What a model writes when it doubts or retracts what it just stated: "wait", "let me verify", "I'm not sure",
+# "but that can't be right", "hmm". A bare "but" or "let's check the units" elsewhere is working, not doubt; these
+# are the forms that put the stated answer in question.
+DOUBT = re.compile(
+    r"(?i)\b(?:wait\b|hold on\b|hmm+\b|(?:but|let me|let's|let us|I should|I need to|we should)\s++"
+    r"(?:re-?)?(?:check|verify|double[- ]check|reconsider|re-?examine|re-?evaluate|recheck|recompute|recalculate|"
+    r"confirm|make sure|think again|look again)\b|(?:i'?m|i am|we're|we are)\s++not\s++(?:sure|certain|confident)\b|"
+    r"(?:that|this)\s++(?:can(?:'|no)t|could(?:n'| no)t|doesn'?t|does not|isn'?t|is not)\s++(?:be\s++)?"
+    r"(?:right|correct|possible|make sense|seem right)\b|(?:i|we)\s++(?:made|make)\s++(?:a|an)\s++"
+    r"(?:mistake|error)\b|actually,?\s++no\b|on second thought\b)")
+# A later sentence that takes the doubted value back up: it names the value and says it holds.
+AFFIRM = re.compile(r"(?i)\b(?:correct|right|confirm(?:s|ed)?|checks? out|verified|consistent|indeed|holds|"
+                    r"matches|yes|so|therefore|thus|hence|the answer)\b")
+_DOUBT_WINDOW = 8_192  # how far after an answer phrase doubt is looked for
 
-def _read_phrase(completion: str, m: re.Match) -> Read | None:
+
+def doubted(completion: str, end: int, answer: str) -> bool:
+    """Whether the answer stated up to ``end`` is then doubted or retracted ("Wait, let me verify ...", "I'm not
+    sure") and never reaffirmed: no later sentence names the same value with a word that says it holds ("so 24 is
+    correct", "yes, 24"). Precision first: such an answer is a guess, not a final answer."""
+    tail = completion[end:end + _DOUBT_WINDOW]
+    last = None
+    for last in DOUBT.finditer(tail):  # noqa: B007 - the last doubt is the one that must be answered
+        pass
+    if last is None:
+        return False
+    value = re.compile(rf"(?<![\w.]){re.escape(answer)}(?![\w]|\.\d)")
+    sentences = re.split(r"(?<=[.!?\n])", tail[last.end():])
+    return not any(value.search(s) and AFFIRM.search(s) for s in sentences)
+
+
+def _read_phrase(completion: str, m: re.Match, *, doubt: bool = True) -> Read | None:
     """What the answer phrase ``m`` states; None when ``m`` is no answer phrase ("the result is" without "final")."""
     noun = m.group("noun").lower()
     if noun == "result" and not m.group("final"):
@@ -210,18 +241,20 @@ def _read_phrase(completion: str, m: re.Match) -> Read | None:
     if states_no_value(span, question, modal=bool(m.group("modal"))):
         return None, HEDGED
     answer, filler = _cleaned(span)
+    if doubt and answer is not None and not m.group("final") and doubted(completion, m.end() + len(span), answer):
+        return None, DOUBTED  # "final answer" is an explicit marker: doubt after it is the model's, not a retraction
     return answer, (*used, "filler_words") if filler else used
 
 
 MAX_PHRASES = 16  # answer phrases read back from the last one before giving up (each is read up to 2 KB)
 
 
-def answer_phrases(completion: str, *, last: int | None = None) -> list[tuple[re.Match, Read]]:
+def answer_phrases(completion: str, *, last: int | None = None, doubt: bool = True) -> list[tuple[re.Match, Read]]:
     """The answer phrases in text order (the ``last`` ones only, when given), with what each states (a question, a
-    condition or a plan states none)."""
+    condition or a plan states none; with ``doubt``, nor one the model then doubts and never reaffirms)."""
     found = []
     for m in deque(_ANSWER_IS.finditer(completion), maxlen=last):
-        read = _read_phrase(completion, m)
+        read = _read_phrase(completion, m, doubt=doubt)
         if read is not None:
             found.append((m, read))
     return found
@@ -250,13 +283,16 @@ def extract(completion: str, *, extractors: Sequence[str]) -> Extraction | None:
 
 
 def refused(completion: str, *, extractors: Sequence[str]) -> tuple[str, ...]:
-    """The policies behind finding no answer: ``hedged_phrase`` when an answer phrase the configured extractors
-    read was passed over as a question, a condition or a plan (the caller asks only when ``extract`` found none)."""
+    """The policies behind finding no answer: ``doubted_answer`` when the last answer phrase was doubted and never
+    reaffirmed, ``hedged_phrase`` when one the configured extractors read was passed over as a question, a condition
+    or a plan (the caller asks only when ``extract`` found none)."""
     completion = strip_emphasis(completion[-SEARCH_CHARS:])
     for name in extractors:
         get_extractor(name)
-        if name in _HEDGED and _HEDGED[name](completion):
-            return HEDGED
+        if name in _HEDGED:
+            why = _HEDGED[name](completion)
+            if why:
+                return why if isinstance(why, tuple) else HEDGED
     return ()
 
 
@@ -289,7 +325,7 @@ def candidates(completion: str) -> list[Extraction]:
     for part in completion.split("####")[1:]:
         if a := clean_answer(part.lstrip(" \t").split("\n", 1)[0]):
             found.append(Extraction(a, "gsm8k"))
-    for m, (answer, _) in answer_phrases(completion):
+    for m, (answer, _) in answer_phrases(completion, doubt=False):  # a doubted answer was still stated
         if answer is not None and m.group("noun").lower() != "result" and not completion[m.end():].startswith(
                 ("\\boxed", "\\fbox")):  # a box is already counted; "final result" is no answer marker of the flags
             found.append(Extraction(answer, "answer_is"))

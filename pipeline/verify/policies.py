@@ -68,6 +68,11 @@ POLICIES: dict[str, tuple[str, str]] = {
         "'20 if we count twice') or a plan ('the answer should be an integer') states no answer; an earlier phrase "
         "that does counts, else the verdict is no_answer",
         "math-verify takes the last number, which there is a supposition"),
+    "doubted_answer": (
+        "an answer phrase (not 'final answer') that the model then doubts or retracts ('wait', 'let me verify', "
+        "'I'm not sure', 'that can't be right', 'hmm') and never reaffirms (no later sentence names the value and "
+        "says it holds) states no answer, and no earlier phrase counts: the verdict is no_answer",
+        "math-verify takes the last number: a reward that pays a doubted guess teaches guessing"),
     "number_words": (
         "against a number gold, number words (one ... nineteen, twenty ... ninety, hundred, thousand, million) "
         "with up to four unit words after them are the number: 'three boxes' is 3",
