@@ -40,6 +40,17 @@ ENDINGS = [
     ("12", "The answer is 12th grade.", "correct", "12th grade", ["unit_words", "ordinal"]),
     ("3", "The answer is 2nd place.", "incorrect", "2nd place", ["unit_words", "ordinal"]),
     ("3", "The answer is 3rd.", "correct", "3rd", ["ordinal"]),
+    # the endings real long chains of thought wrote (issue forms, made up)
+    ("9", "Counting again, the set has 9 elements. I think that's the answer.", "correct", "9", ["back_reference"]),
+    ("9", "We had 12 pairs. So the set has 9 elements. That is the answer.", "correct", "9", ["back_reference"]),
+    ("11", "The answer is \\boxed{11^{\\text{th}}\\text{ grade}}.", "correct", "11^{\\text{th}}\\text{ grade}",
+     ["ordinal"]),
+    ("\\text{(B)}", "The answer is (B) Circle.", "correct", "(B) Circle", ["choice_letter"]),
+    ("\\text{(B)}", "The answer is (C) Square.", "incorrect", "(C) Square", ["choice_letter"]),
+    ("\\text{7:15 a.m.}", "The answer is \\boxed{7:15 \\text{ a.m.}}", "correct", "7:15 \\text{ a.m.}", ["clock_time"]),
+    ("\\text{7:15 p.m.}", "The answer is \\boxed{19:15}.", "correct", "19:15", ["clock_time"]),
+    ("\\text{7:15 a.m.}", "The answer is \\boxed{7:15 \\text{ p.m.}}.", "incorrect", "7:15 \\text{ p.m.}", ["clock_time"]),
+    ("\\text{7:15 a.m.}", "The answer is \\boxed{7:15}.", "incorrect", "7:15", ["clock_time"]),  # the half left open
 ]
 
 
@@ -49,6 +60,12 @@ def test_each_ending_is_read_and_names_its_policy(gold, completion, status, extr
     [j] = judge_many([(gold, completion)], RULES)
     assert (j.status, j.extracted) == (status, extracted), j
     assert policies_in(j.detail) == policies, j
+
+
+def test_a_back_reference_reads_only_the_sentence_before():
+    # the sentence before states no value: the 12 further back is never taken
+    [j] = judge_many([("12", "The total is 12. Hmm. That is the answer.")], RULES)
+    assert (j.status, j.extracted) == ("no_answer", None), j
 
 
 # An answer the model then doubts and never reaffirms is a guess: no_answer, and no earlier phrase answers instead.

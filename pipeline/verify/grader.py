@@ -71,6 +71,12 @@ _UNIT_WORDS = re.compile(rf"^(-?{WRITTEN})(?:\s+(?!pi\b)[A-Za-z]{{2,}}[A-Za-z. ]
 _TEXT = re.compile(r"^\\(?:text|textbf|mathrm)\{(.*)\}$")
 _PROSE_WORD = re.compile(r"^[A-Za-z'’]+[,.;:!?]?$")
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
+# a choice letter in parentheses followed by its option's words: "(B) Circle", "\text{(B)} Circle"
+_CHOICE_LEAD = re.compile(r"^(?:\\text\{\s*)?\(([A-Ea-e])\)\}?\s+[A-Za-z][A-Za-z .,'-]*$")
+# LaTeX text wrappers inside an answer, unwrapped to read an ordinal: "11^{\text{th}}\text{ grade}" -> "11^{th} grade"
+_TEXT_ANY = re.compile(r"\\(?:text|textrm|mathrm)\{([^{}]*)\}")
+# a clock time, "7:15", "7:15 a.m.", "19:05", "7:15pm"
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})\s*(?:([ap])\.?\s*m\.?)?$", re.I)
 
 
 # unicode math a model writes that math-verify's LaTeX parser does not read: pi, infinity, the minus sign
@@ -221,6 +227,34 @@ def choice_letter(text: str) -> str | None:
     return m.group(1).upper() if m else None
 
 
+def clock_time(text: str) -> tuple[int, int, str | None] | None:
+    """A clock time as (hours, minutes, "a"/"p"/None): ``7:15 \\text{ a.m.}``, ``\\text{7:15 a.m.}``, ``19:05``."""
+    t = _TEXT_ANY.sub(r"\1", text.strip().strip("$")).replace("~", " ").strip()
+    m = _CLOCK.match(t)
+    if m is None or int(m.group(2)) >= 60:
+        return None
+    return int(m.group(1)), int(m.group(2)), (m.group(3) or "").lower() or None
+
+
+def clock_verdict(gold: str, answer: str) -> bool | None:
+    """Whether two clock times are the same time (None: not both clock times). With a.m./p.m. on both, or on
+    neither, the times compare as written; a 24-hour time equals its 12-hour form (19:15 is 7:15 p.m.); a 12-hour
+    time without a.m./p.m. (7:15) equals either half of the day only as a gold, never as the answer to a gold that
+    names the half (precision first: the answer left it open)."""
+    g, a = clock_time(gold), clock_time(answer)
+    if g is None or a is None:
+        return None
+
+    def minutes(h: int, m: int, half: str | None) -> int:
+        return (h % 12 + (12 if half == "p" else 0)) * 60 + m if half else h * 60 + m
+
+    if bool(g[2]) == bool(a[2]):
+        return minutes(*g) == minutes(*a)
+    if a[2]:  # the gold names no half: a 24-hour gold, or a 12-hour one that either half answers
+        return minutes(*a) == minutes(*g) or (g[0] <= 12 and minutes(*a) % 720 == minutes(*g) % 720)
+    return a[0] > 12 and minutes(*a) == minutes(*g)  # only an unambiguous 24-hour answer matches a named half
+
+
 def bracket_kind(text: str) -> str | None:
     """The outer bracket of an answer: ``set`` (``\\{...\\}``), ``tuple`` (``(...)``/``[...]`` with a comma) or None."""
     t = text.strip().strip("$").strip()
@@ -303,11 +337,15 @@ def pre_grade(gold: str, answer: str, options: GradeOptions = GradeOptions()) ->
     if exact_number(gold) is not None:  # words and ordinals only against a number gold
         if (w := number_words(norm)) is not None:
             norm, fired = w, (*fired, "number_words")
-        elif m := _ORDINAL.match(norm):
+        elif m := _ORDINAL.match(_TEXT_ANY.sub(r"\1", norm).strip()):
             norm, fired = m.group(1), (*fired, "ordinal")
     if is_prose(norm):
         return Grade("no_answer", detail_with(("prose",), "the extracted answer is prose (no digit, no math)"))
+    if (clock := clock_verdict(gold, norm)) is not None:
+        return Grade("correct" if clock else "incorrect", detail_with((*fired, "clock_time")))
     gold_choice, ans_choice = choice_letter(gold), choice_letter(norm)
+    if gold_choice is not None and ans_choice is None and (m := _CHOICE_LEAD.match(norm.strip().strip("$").strip())):
+        ans_choice = m.group(1).upper()  # "(B) Circle": the letter, its option's text read past
     if gold_choice is not None:
         if ans_choice is None:
             return Grade("incorrect", detail_with(("choice_letter",),

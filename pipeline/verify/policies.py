@@ -33,7 +33,8 @@ POLICIES: dict[str, tuple[str, str]] = {
         "math-verify reads `12 apples` as a product of symbols (12*a*p*p*l*e*s); juxtaposed symbols "
         "(`2x`, `2k`, `3i`, `2\\pi`) are math and stay"),
     "choice_letter": (
-        "a lone choice letter (`C`, `(C)`, `\\text{(C)}`) is compared as a letter, only with a choice-letter gold",
+        "a lone choice letter (`C`, `(C)`, `\\text{(C)}`), or one in parentheses before its option's words (`(B) "
+        "Circle`), is compared as a letter, only with a choice-letter gold",
         "math-verify reads `(C)` as the symbol c, equal to any expression that simplifies to c, and "
         "compares a letter with a number gold"),
     "set_vs_tuple": (
@@ -80,6 +81,13 @@ POLICIES: dict[str, tuple[str, str]] = {
     "ordinal": (
         "against a number gold, an ordinal (`12th`, `3rd grade`, `2^{nd}`) is its number",
         "math-verify reads `12th` as 12*t*h"),
+    "clock_time": (
+        "a clock time is compared as a time: `7:15 \\text{ a.m.}` equals `\\text{7:15 a.m.}`, `7:15 p.m.` equals `19:15`",
+        "math-verify reads `7:15` as a ratio or fails on the text around it"),
+    "back_reference": (
+        "'that's the answer' / 'this is the answer' takes the value the sentence before states (its last number), "
+        "never a number further back",
+        "math-verify takes the last number anywhere"),
     "unicode_math": (
         "unicode `π`, `∞` and the minus sign `−` are read as `\\pi`, `\\infty` and `-`",
         "math-verify's LaTeX parser does not read them: `12π` is not 12*pi there"),

@@ -1,4 +1,5 @@
-"""``is_the_answer``: the token before the last "... is the answer" (a walk back, linear on any text)."""
+"""``is_the_answer``: the token before the last "... is the answer" (a walk back, linear on any text), or, for a
+back-reference ("I think that's the answer."), the value the sentence before states."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from pipeline.verify.extract import HEDGED, Read, clean_answer, conditional_befo
 _IS_THE_ANSWER = re.compile(r"(?i)(?<!\s)\s++is\s++the\s++(?P<adj>final\s++|correct\s++|right\s++)?answer\b")
 _TOKEN_CHARS = re.compile(r"[\w.,/^{}\\]")
 _TOKEN_START = re.compile(r"[\s,;:]")
+# "that's the answer", "this is the final answer", "it is the correct answer": the value is the previous sentence's
+_BACKREF = re.compile(r"(?i)\b(?:that|this|it)(?:'s|\u2019s|\s++is)\s++(?:the|my|our)\s++"
+                      r"(?P<adj>final\s++|correct\s++|right\s++)?answer\b")
+_SENTENCE_ENDS = re.compile(r"\.(?!\d)|[!?\n]")
+_VALUE = re.compile(r"(?<![\w.])-?\$?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![\w])")
 
 
 def _token_before(text: str, end: int, limit: int) -> str | None:
@@ -34,6 +40,21 @@ def _token_before(text: str, end: int, limit: int) -> str | None:
     return text[comma + 1:end] if comma >= 0 else None
 
 
+def _back_reference(completion: str, m: re.Match) -> str | None:
+    """The value a back-reference points at: the last number of its own sentence before it ("so 9, that's the
+    answer"), else of the sentence before ("... has 9 elements. I think that's the answer."); never further back."""
+    ends = [e.end() for e in _SENTENCE_ENDS.finditer(completion, max(0, m.start() - 4096), m.start())]
+    start = ends[-1] if ends else max(0, m.start() - 4096)
+    own = _VALUE.findall(completion, start, m.start())
+    if own:
+        return own[-1]
+    if not ends:
+        return None
+    prev = ends[-2] if len(ends) > 1 else max(0, m.start() - 4096)
+    found = _VALUE.findall(completion, prev, start)
+    return found[-1] if found else None
+
+
 def _read_is_the_answer(completion: str) -> Read:
     """The last "... is the answer" phrase's token and policies (``(None, HEDGED)``: that phrase is a question or
     a condition; ``(None, ())``: no phrase with a token)."""
@@ -42,6 +63,17 @@ def _read_is_the_answer(completion: str) -> Read:
         t = _token_before(completion, m.start(), limit)
         if t is not None:
             token, last, limit = t, m, m.end()
+    back = None
+    for back in _BACKREF.finditer(completion):  # noqa: B007 - the last one
+        pass
+    if back is not None and last is not None and back.end() < last.end():
+        back = None  # an "X is the answer" after it is the answer
+    if back is not None and (value := _back_reference(completion, back)) is None:
+        return None, ()  # "That is the answer." after a sentence with no value: it points at nothing readable
+    if back is not None:
+        if conditional_before(completion, back.start()) or until_sentence_end(completion[back.end():])[1]:
+            return None, HEDGED
+        return clean_answer(value), ("back_reference",)
     if last is None:
         return None, ()
     if conditional_before(completion, last.start()) or until_sentence_end(completion[last.end():])[1]:
