@@ -169,7 +169,7 @@ def test_an_imported_policy_is_verified_and_annotated_with_its_own_k_per_item(tm
 
 
 def test_rows_that_do_not_match_or_read_are_rejects_with_their_reason(tmp_path):
-    big = {"problem": QUESTIONS[4], "completions": ["x"] * 5000}
+    big = {"problem": QUESTIONS[4], "completions": ["x"] * 1_000_000}  # a 5 MB line: read, counted, refused
     lines = [_plain(0, ["1"]), _plain(0, ["1"]),  # the second row for one problem: duplicate
              {"problem": "What is the capital of nowhere?", "completions": ["x"]},  # no_match
              {"prompt": QUESTIONS[1], "completions": ["x"]},  # missing_field (another layout's line)
@@ -185,7 +185,7 @@ def test_rows_that_do_not_match_or_read_are_rejects_with_their_reason(tmp_path):
                        "not_utf8", "too_many_samples"], out
     by = {r["reason"]: r for r in _rejects(tmp_path)}
     assert by["duplicate"]["source_id"] == "d.jsonl:2" and "line 1" in by["duplicate"]["detail"]
-    assert "5,000 samples" in by["too_many_samples"]["detail"]
+    assert "1,000,000 samples" in by["too_many_samples"]["detail"]
     assert read_table(tmp_path / "data/rollouts", name="rollouts").num_rows == 1  # only the one good row
 
 
@@ -368,3 +368,18 @@ def test_two_real_checkpoints_evaluation_dumps(tmp_path):
     res = CliRunner().invoke(cli, ["drift", "--params", str(tmp_path / "params.yaml"), "--from", "grpo-notac",
                                    "--to", "gspo-tac"])
     assert res.exit_code == 0 and "500 problems" in res.output, res.output
+
+
+def test_token_counts_come_from_the_declared_tokenizer_when_the_dump_has_none(tmp_path, embedded_model_dir):
+    """``dump.tokenizer`` (a local folder) counts the completions the dump gives no count for; a count the dump gives
+    is kept as it is."""
+    from transformers import AutoTokenizer
+
+    rows = [{"problem": QUESTIONS[0], "completions": ["The answer is 1.", {"text": "It is 2.", "n_tokens": 99}]}]
+    _jsonl(tmp_path / "d.jsonl", rows)
+    params = _project(tmp_path, {"path": "d.jsonl", "layout": "plain", "tokenizer": str(embedded_model_dir)})
+    _stages(params, tmp_path, "rollout")
+    got = {r["completion"]: r["n_tokens"] for r in read_table(tmp_path / "data/rollouts", name="rollouts").to_pylist()}
+    tok = AutoTokenizer.from_pretrained(str(embedded_model_dir))
+    assert got == {"The answer is 1.": len(tok("The answer is 1.", add_special_tokens=False)["input_ids"]),
+                   "It is 2.": 99}
