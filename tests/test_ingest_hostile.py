@@ -178,15 +178,16 @@ def test_a_gold_the_verifier_cannot_grade_is_a_reject_graded_once_under_its_boun
     rows = [RawRow("s", "f:1", "What is 1 + 1?", answer="2"),
             RawRow("s", "f:2", "Expand (x+1)^{10000}.", answer="(x+1)^{10000}"),
             RawRow("s", "f:3", "Compute it again: expand (x+1)^{10000}.", answer="(x+1)^{10000}"),
-            RawRow("s", "f:4", "When?", answer="05:00"),
-            RawRow("s", "f:5", "Half of 1?", answer="\\frac{1}{2}")]
+            RawRow("s", "f:4", "Divide?", answer="1/0"),
+            RawRow("s", "f:5", "Half of 1?", answer="\\frac{1}{2}"),
+            RawRow("s", "f:6", "When?", answer="05:00")]  # a clock time: graded as a time (clock_time), kept
     res = ingest(rows, verify=VerifyConfig(workers=1, timeout_s=1.0))
     rejects = res.rejects.to_pylist()
     assert [(r["source_id"], r["reason"]) for r in rejects] == [
         ("f:2", "ungradable_gold"), ("f:3", "ungradable_gold"), ("f:4", "ungradable_gold")]
     assert "answer 0" in rejects[0]["detail"] and "timeout" in rejects[0]["detail"]
     assert "against itself is error" in rejects[2]["detail"]
-    assert _gold_list(res) == ["2", "\\frac{1}{2}"]
+    assert _gold_list(res) == ["2", "\\frac{1}{2}", "05:00"]
     assert res.reasons == {"ungradable_gold": 3} and res.per_source["s"]["rejects"] == 3
 
 

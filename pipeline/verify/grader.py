@@ -237,13 +237,16 @@ def clock_time(text: str) -> tuple[int, int, str | None] | None:
 
 
 def clock_verdict(gold: str, answer: str) -> bool | None:
-    """Whether two clock times are the same time (None: not both clock times). With a.m./p.m. on both, or on
+    """Whether two clock times are the same time (None: the gold is no clock time; False: it is and the answer is not).
+    With a.m./p.m. on both, or on
     neither, the times compare as written; a 24-hour time equals its 12-hour form (19:15 is 7:15 p.m.); a 12-hour
     time without a.m./p.m. (7:15) equals either half of the day only as a gold, never as the answer to a gold that
     names the half (precision first: the answer left it open)."""
     g, a = clock_time(gold), clock_time(answer)
-    if g is None or a is None:
+    if g is None:
         return None
+    if a is None:  # a time is asked: any other answer is wrong (math-verify would read 05:00 as a ratio, or fail)
+        return False
 
     def minutes(h: int, m: int, half: str | None) -> int:
         return (h % 12 + (12 if half == "p" else 0)) * 60 + m if half else h * 60 + m

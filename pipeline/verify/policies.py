@@ -82,7 +82,8 @@ POLICIES: dict[str, tuple[str, str]] = {
         "against a number gold, an ordinal (`12th`, `3rd grade`, `2^{nd}`) is its number",
         "math-verify reads `12th` as 12*t*h"),
     "clock_time": (
-        "a clock time is compared as a time: `7:15 \\text{ a.m.}` equals `\\text{7:15 a.m.}`, `7:15 p.m.` equals `19:15`",
+        "a clock time is compared as a time: `7:15 \\text{ a.m.}` equals `\\text{7:15 a.m.}`, `7:15 p.m.` equals `19:15`; "
+        "against a clock-time gold any other answer is incorrect",
         "math-verify reads `7:15` as a ratio or fails on the text around it"),
     "back_reference": (
         "'that's the answer' / 'this is the answer' takes the value the sentence before states (its last number), "
