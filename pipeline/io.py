@@ -201,6 +201,24 @@ def write_metrics(path: str | Path, metrics: RunStats | dict, *, root: str | Pat
     return write_json(path, counts)
 
 
+SKIP_BYTES = 1 << 20  # a line over the cap is skipped in reads of this size
+
+
+def bounded_lines(fh, max_bytes: int) -> Iterator[tuple[bytes, int, bool]]:
+    """``(line, size, too_long)`` per line of the binary file ``fh`` from where it stands, each read in bounded pieces:
+    a line of more than ``max_bytes`` (its newline not counted) comes back as its first 200 bytes and its size, the
+    rest skipped unkept. After each yield ``fh.tell()`` is the offset past that line (what a resumable reader keeps)."""
+    while raw := fh.readline(max_bytes + 1):
+        if len(raw) <= max_bytes or raw.endswith(b"\n"):
+            yield raw, len(raw), False
+            continue
+        head, size = raw[:200], len(raw)
+        while raw and not raw.endswith(b"\n"):
+            raw = fh.readline(SKIP_BYTES)
+            size += len(raw)
+        yield head, size - raw.endswith(b"\n"), True
+
+
 def write_table(table: pa.Table, path: str | Path, *, name: str) -> Path:
     """Validate ``table`` against table ``name`` and write it atomically to ``path``."""
     table = schema(name).validate(table, where=str(path))
@@ -441,7 +459,7 @@ def _readable_parquet(path: Path) -> bool:
 
 
 __all__ = ["REPAIR_HINT", "SHARD_GLOB", "TEMP_GLOB", "DamagedShardError", "DiskFullError", "atomic_path",
-           "atomic_write_bytes", "atomic_write_text", "check_shard", "check_shards", "claim_table_dir",
+           "atomic_write_bytes", "atomic_write_text", "bounded_lines", "check_shard", "check_shards", "claim_table_dir",
            "current_umask", "damaged", "disk_full", "follow_umask", "is_table_shard", "path_in", "read_plain_file",
            "read_shard", "read_table",
            "remove_stale_temps", "replace_dir", "shard_paths", "split_timings", "swap_dirs", "temp_paths", "write_json",

@@ -33,6 +33,7 @@ from pipeline.ingest.arrow_rows import ValueCap
 from pipeline.ingest.presets import Preset, get_preset
 from pipeline.ingest.records import Limits, RawReject, RawRow
 from pipeline.ingest.synthetic import SyntheticOptions, generate
+from pipeline.io import bounded_lines
 from pipeline.plugins import Registry
 
 Record = RawRow | RawReject
@@ -42,7 +43,6 @@ SOURCES: Registry[SourceFn] = Registry("source kind")
 
 PROBLEM_FIELDS = ("id", "question", "answer", "solution", "subject", "level", "source_difficulty")
 GOLD_FROM = ("answer", "gsm8k", "boxed")
-SKIP_BYTES = 1 << 20  # a line over the cap is skipped in reads of this size
 PARQUET_BATCH_ROWS = 1_024
 PARQUET_BATCH_BYTES = 16 << 20  # a Parquet batch's decoded size, from the row group's footer, before decoding
 # A column chunk that decompresses past both is refused unread: its pages' size is not in the footer, and one page
@@ -89,20 +89,6 @@ def _resolve(cfg: SourceConfig, root: Path, *, file: bool = False) -> Path:
     return path
 
 
-def _lines(fh, max_bytes: int) -> Iterator[tuple[bytes, int, bool]]:
-    """``(line, size, too_long)`` per line, each read in bounded pieces: a line of more than ``max_bytes``
-    (its newline not counted) comes back as its first 200 bytes and its size, the rest skipped unkept."""
-    while raw := fh.readline(max_bytes + 1):
-        if len(raw) <= max_bytes or raw.endswith(b"\n"):
-            yield raw, len(raw), False
-            continue
-        head, size = raw[:200], len(raw)
-        while raw and not raw.endswith(b"\n"):
-            raw = fh.readline(SKIP_BYTES)
-            size += len(raw)
-        yield head, size - raw.endswith(b"\n"), True
-
-
 _FOREIGN = [(codecs.BOM_UTF16_LE, "UTF-16 text (convert it: iconv -f UTF-16 -t UTF-8)"),
             (codecs.BOM_UTF16_BE, "UTF-16 text (convert it: iconv -f UTF-16 -t UTF-8)"),
             (b"\x1f\x8b", "gzip-compressed (decompress it first: gunzip)"),
@@ -123,7 +109,7 @@ def iter_jsonl(path: Path, *, source: str, max_line_bytes: int = Limits.max_line
                 if start.startswith(magic):
                     raise SourceError(f"source {source!r}: {path} is {what}, not JSON lines")
             fh.seek(len(codecs.BOM_UTF8) if start.startswith(codecs.BOM_UTF8) else 0)
-            for lineno, (raw, size, too_long) in enumerate(_lines(fh, max_line_bytes), start=1):
+            for lineno, (raw, size, too_long) in enumerate(bounded_lines(fh, max_line_bytes), start=1):
                 sid = f"{path.name}:{lineno}"
                 if too_long:
                     rows += 1

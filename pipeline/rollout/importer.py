@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from pipeline import keys
 from pipeline.config import MAX_K, ConfigError
 from pipeline.errors import PassbandError
-from pipeline.io import atomic_write_text, read_shard, shard_paths, write_table
+from pipeline.io import atomic_write_text, bounded_lines, read_shard, shard_paths, write_table
 from pipeline.rollout.layout import DumpRecord, Layout, LayoutError, get_layout
 from pipeline.rollout.policy import Policy
 from pipeline.schema import schema
@@ -93,19 +93,12 @@ def _jsonl_rows(path: Path, *, start: int, line: int, max_bytes: int) -> Iterato
             if head.startswith(b"PAR1"):
                 raise DumpError(f"{path} is a Parquet file; this layout reads JSON lines")
             fh.seek(3 if head.startswith(b"\xef\xbb\xbf") else 0)
-            start = fh.tell()
         else:
             fh.seek(start)
-        offset = start
-        while raw := fh.readline(max_bytes + 1):
+        for raw, size, too_long in bounded_lines(fh, max_bytes):
             line += 1
-            offset += len(raw)
-            if len(raw) > max_bytes and not raw.endswith(b"\n"):
-                size = len(raw)
-                while raw and not raw.endswith(b"\n"):
-                    raw = fh.readline(1 << 20)
-                    size += len(raw)
-                    offset += len(raw)
+            offset = fh.tell()
+            if too_long:
                 yield offset, line, ("line_too_long", f"the line has {size:,} bytes (dump.max_row_mb: "
                                                       f"{max_bytes >> 20} MB)", "")
                 continue
@@ -247,7 +240,7 @@ def import_dump(policy: Policy, problems: pa.Table, *, out: Path, rejects_dir: P
     if cfg is None or dump is None:
         raise ConfigError(f"policy {policy.name!r} has no dump to import")
     layout: Layout = get_layout(cfg.layout)(cfg.options, where=f"policies.{policy.name}.dump.options")
-    fmt = getattr(layout.options, "format", layout.format)
+    fmt = layout.file_format
     stats = ImportStats(policy=policy.name, path=str(dump))
     upstream_dir, imports = out / UPSTREAM_DIR, out / IMPORTS_DIR
     for d in (upstream_dir, imports, rejects_dir):

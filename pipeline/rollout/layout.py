@@ -85,6 +85,11 @@ class Layout:
     def __init__(self, options: Mapping[str, Any] | None = None, *, where: str = "dump.options") -> None:
         self.options = parse_options(self.Options, dict(options or {}), where=where)
 
+    @property
+    def file_format(self) -> str:
+        """How the file is read: the layout's ``format``, or its ``format`` option where it has one (openr1)."""
+        return getattr(self.options, "format", self.format)
+
     def read(self, row: dict[str, Any]) -> Iterator[DumpRecord]:
         raise NotImplementedError
 
@@ -140,6 +145,21 @@ def per_sample(value: Any, n: int, what: str) -> list[Any]:
     return value
 
 
+def samples_of(row: Mapping[str, Any], texts: list[str], *, finish: str | None = None, n_tokens: str | None = None,
+               upstream: str | None = None) -> list[Sample]:
+    """The samples of ``texts`` with what the row's per-sample list fields say of each (a field named None, or
+    missing from the row, says nothing): ``finish`` reasons, ``n_tokens`` counts, ``upstream`` correctness."""
+    n = len(texts)
+    fins, toks, ups = (per_sample(row.get(f) if f else None, n, f or "") for f in (finish, n_tokens, upstream))
+    return [Sample(t, finish_reason=finish_reason(f), n_tokens=tokens(k), upstream_correct=correct(u))
+            for t, f, k, u in zip(texts, fins, toks, ups, strict=True)]
+
+
+def texts_of(row: Mapping[str, Any], field: str) -> list[str]:
+    """The completions a row lists under ``field``, each checked to be text."""
+    return [text_of(t, f"{field}[{i}]") for i, t in enumerate(listed(first_of(row, [field]), field))]
+
+
 def finish_reason(value: Any) -> str | None:
     """``stop`` or ``length`` from a dump's finish reason (vLLM's, OpenAI's, TRL's names); None when unknown."""
     if value is None:
@@ -163,4 +183,4 @@ def tokens(value: Any) -> int | None:
 
 
 __all__ = ["FORMATS", "LAYOUTS", "DumpRecord", "Layout", "LayoutError", "Sample", "correct", "dig", "finish_reason",
-           "first_of", "get_layout", "listed", "per_sample", "text_of", "tokens"]
+           "first_of", "get_layout", "listed", "per_sample", "samples_of", "text_of", "texts_of", "tokens"]

@@ -202,7 +202,7 @@ def _import(policy: Policy, problems: pa.Table, *, out: Path, rejects_dir: Path,
             progress: bool) -> ImportStats:
     """One imported policy's dump into the rollouts folder (pipeline/rollout/importer.py), with a progress bar."""
     layout = get_layout(policy.dump.layout)(policy.dump.options)
-    if getattr(layout.options, "format", layout.format) == "parquet":
+    if layout.file_format == "parquet":
         total, unit = pq.ParquetFile(policy.dump_path).metadata.num_rows, " rows"
     else:
         total, unit = policy.dump_path.stat().st_size, "B"

@@ -16,14 +16,10 @@ from pipeline.rollout.layout import (
     LAYOUTS,
     DumpRecord,
     Layout,
-    Sample,
-    correct,
-    finish_reason,
     first_of,
-    listed,
-    per_sample,
+    samples_of,
     text_of,
-    tokens,
+    texts_of,
 )
 
 
@@ -39,15 +35,9 @@ class OpenR1(Layout):
         format: str = Field("parquet", description="parquet, or jsonl for the same columns as JSON lines")
 
     def read(self, row: dict[str, Any]) -> Iterator[DumpRecord]:
-        texts = [text_of(t, f"generations[{i}]") for i, t in enumerate(listed(first_of(row, ["generations"]),
-                                                                              "generations"))]
-        n = len(texts)
-        ups = per_sample(row.get("correctness_math_verify"), n, "correctness_math_verify")
-        fins = per_sample(row.get("finish_reasons"), n, "finish_reasons")
-        toks = per_sample(row.get("generation_token_length"), n, "generation_token_length")
         ident = row.get("problem_id") or row.get("uuid")
-        yield DumpRecord([Sample(t, finish_reason=finish_reason(f), n_tokens=tokens(k), upstream_correct=correct(u))
-                          for t, u, f, k in zip(texts, ups, fins, toks, strict=True)],
+        yield DumpRecord(samples_of(row, texts_of(row, "generations"), finish="finish_reasons",
+                                    n_tokens="generation_token_length", upstream="correctness_math_verify"),
                          question=text_of(first_of(row, [self.options.question]), self.options.question),
                          problem_id=ident if isinstance(ident, str) else None,
                          source_id=None if ident is None else str(ident),

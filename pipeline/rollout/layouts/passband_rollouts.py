@@ -19,14 +19,10 @@ from pipeline.rollout.layout import (
     DumpRecord,
     Layout,
     LayoutError,
-    Sample,
-    correct,
-    finish_reason,
     first_of,
-    listed,
-    per_sample,
+    samples_of,
     text_of,
-    tokens,
+    texts_of,
 )
 
 
@@ -55,14 +51,8 @@ class PassbandRollouts(Layout):
             if len(self._seen) > 1:
                 raise LayoutError("several_policies", f"the config holds policies {sorted(self._seen)}; name one "
                                                       "in dump.options.policy")
-        texts = [text_of(t, f"generations[{i}]") for i, t in enumerate(listed(first_of(row, ["generations"]),
-                                                                              "generations"))]
-        n = len(texts)
-        ups = per_sample(row.get("correctness_math_verify"), n, "correctness_math_verify")
-        fins = per_sample(row.get("finish_reasons"), n, "finish_reasons")
-        toks = per_sample(row.get("generation_token_length"), n, "generation_token_length")
-        yield DumpRecord([Sample(t, finish_reason=finish_reason(f), n_tokens=tokens(k), upstream_correct=correct(u))
-                          for t, u, f, k in zip(texts, ups, fins, toks, strict=True)],
+        yield DumpRecord(samples_of(row, texts_of(row, "generations"), finish="finish_reasons",
+                                    n_tokens="generation_token_length", upstream="correctness_math_verify"),
                          question=text_of(first_of(row, ["problem"]), "problem"),
                          problem_id=text_of(first_of(row, ["problem_id"]), "problem_id"),
                          answer=None if row.get("answer") is None else str(row["answer"]))

@@ -30,7 +30,7 @@ from pipeline.rollout.layout import (
     finish_reason,
     first_of,
     listed,
-    per_sample,
+    samples_of,
     text_of,
     tokens,
 )
@@ -63,15 +63,13 @@ class Plain(Layout):
                                       n_tokens=tokens(c.get("n_tokens")), upstream_correct=correct(c.get("correct"))))
             else:
                 raise LayoutError("bad_field", f"{o.completions}[{i}] is {type(c).__name__}, not text or an object")
-        n = len(samples)
-        lists = {k: per_sample(row.get(f), n, f) if f else None
-                 for k, f in (("finish", o.finish_reasons), ("tokens", o.n_tokens), ("correct", o.correct))}
-        if any(v is not None for v in lists.values()):
-            samples = [Sample(s.text,
-                              finish_reason=finish_reason(lists["finish"][i]) if lists["finish"] else s.finish_reason,
-                              n_tokens=tokens(lists["tokens"][i]) if lists["tokens"] else s.n_tokens,
-                              upstream_correct=correct(lists["correct"][i]) if lists["correct"] else s.upstream_correct)
-                       for i, s in enumerate(samples)]
+        if o.finish_reasons or o.n_tokens or o.correct:  # per-sample lists beside the completions
+            listed_ = samples_of(row, [s.text for s in samples], finish=o.finish_reasons, n_tokens=o.n_tokens,
+                                 upstream=o.correct)
+            samples = [Sample(s.text, finish_reason=s.finish_reason if o.finish_reasons else s0.finish_reason,
+                              n_tokens=s.n_tokens if o.n_tokens else s0.n_tokens,
+                              upstream_correct=s.upstream_correct if o.correct else s0.upstream_correct)
+                       for s, s0 in zip(listed_, samples, strict=True)]
         ident = row.get(o.id)
         yield DumpRecord(samples, question=text_of(first_of(row, o.question), "the question"),
                          problem_id=ident if isinstance(ident, str) else None,

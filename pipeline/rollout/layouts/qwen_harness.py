@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.rollout.layout import LAYOUTS, DumpRecord, Layout, Sample, correct, first_of, listed, per_sample, text_of
+from pipeline.rollout.layout import LAYOUTS, DumpRecord, Layout, first_of, samples_of, text_of, texts_of
 
 
 @LAYOUTS.register
@@ -30,11 +30,9 @@ class QwenHarness(Layout):
 
     def read(self, row: dict[str, Any]) -> Iterator[DumpRecord]:
         o = self.options
-        texts = [text_of(t, f"{o.completions}[{i}]")
-                 for i, t in enumerate(listed(first_of(row, [o.completions]), o.completions))]
-        scores = per_sample(row.get("score"), len(texts), "score")
+        samples = samples_of(row, texts_of(row, o.completions), upstream="score")
         idx = row.get("idx")
-        yield DumpRecord([Sample(t, upstream_correct=correct(s)) for t, s in zip(texts, scores, strict=True)],
+        yield DumpRecord(samples,
                          question=text_of(first_of(row, o.question), "the question"),
                          source_id=None if idx is None else str(idx),
                          answer=None if row.get("gt") is None else str(row["gt"]))
