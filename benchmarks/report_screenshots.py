@@ -4,8 +4,9 @@
 
 Inputs: the 342 real SmolLM2-135M completions of tests/data/embedded_completions.jsonl (two prompt styles as two
 policies), verified and annotated in a temp folder (tests/support/embedded_set.py); ``passband report`` writes the site,
-Chromium (tests/support/chromium.py) opens it from the file system and saves the bands section, the drift matrix and one
-opened item (``report-overview.png``, ``report-drift.png``, ``report-item.png``).
+Chromium (tests/support/chromium.py) opens it from the file system and saves, at 1280 px, the bands section, the suspect
+golds, the drift matrix and one opened item (``report-overview.png``, ``report-golds.png``, ``report-drift.png``,
+``report-item.png``), and at a phone's 390 px the opened item (``report-narrow.png``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ async def shoot(index: Path, out: Path) -> None:
         await b.wait_for("window.PB && PB.ready")
         await asyncio.sleep(1)  # plotly's transitions
         (out / "report-overview.png").write_bytes(await b.screenshot("#bands"))
+        (out / "report-golds.png").write_bytes(await b.screenshot("#golds"))
         (out / "report-drift.png").write_bytes(await b.screenshot("#drift"))
         await b.eval("(() => { const s = document.getElementById('f-band'); s.value = 'learnable';"
                      "s.dispatchEvent(new Event('change')); })()")
@@ -41,6 +43,9 @@ async def shoot(index: Path, out: Path) -> None:
         await b.eval("document.querySelector('#item .rollout details') && "
                      "(document.querySelector('#item .rollout details').open = true)")
         (out / "report-item.png").write_bytes(await b.screenshot("#items"))
+        await b.send("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
+        await asyncio.sleep(1)
+        (out / "report-narrow.png").write_bytes(await b.screenshot("#items"))
         if b.errors:
             raise SystemExit(f"console errors: {b.errors}")
 
@@ -56,7 +61,8 @@ def main() -> None:
         print(f"report: {result.info['items']} items, {result.info['rollouts_shown']} rollouts shown, "
               f"{result.info['bytes']} bytes")
         asyncio.run(shoot(root / params.paths.report / "index.html", args.out))
-    print(f"wrote {args.out}/report-overview.png, report-drift.png, report-item.png")
+    print(f"wrote {args.out}/report-overview.png, report-golds.png, report-drift.png, report-item.png, "
+          "report-narrow.png")
 
 
 if __name__ == "__main__":

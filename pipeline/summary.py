@@ -17,12 +17,9 @@ from pipeline.cli_options import with_params
 from pipeline.publish import read_build_info
 
 BANDS = """
-SELECT pol.name AS policy, CASE WHEN p.parent_id IS NULL THEN 'main' ELSE 'reformulated' END AS "set",
-       d.band, count(*) AS problems, round(avg(d.pass_rate), 3) AS mean_pass_rate,
-       round(avg(d.band_confidence), 3) AS mean_band_confidence
-FROM difficulty d JOIN problems p USING (problem_id) JOIN policies pol USING (policy_id) JOIN bands b USING (band)
-GROUP BY 1, 2, 3
-ORDER BY 1, 2, any_value(b.band_order)
+SELECT policy, "set", band, problems, round(mean_pass_rate, 3) AS mean_pass_rate,
+       round(mean_band_confidence, 3) AS mean_band_confidence
+FROM band_counts JOIN bands USING (band) ORDER BY policy, "set", band_order
 """
 
 REPORT = """
@@ -74,7 +71,7 @@ def _show(title: str, df: pl.DataFrame | None) -> None:
 def summary(*, params, root) -> None:
     """Print band counts per policy, flag rates with their measured precision, the reformulation report, the suspect
     golds per policy (gold_suspect: the rollouts agree on another answer) and how to load the published dataset."""
-    _show("Difficulty bands (difficulty view)", query(params, BANDS, root=root))
+    _show("Difficulty bands (band_counts view: the main set and the reformulated set apart)", query(params, BANDS, root=root))
     _show("Flags (flag_quality view; precision/recall measured on labelled completions, docs/flags.md)",
           query(params, FLAGS, root=root))
     _show("Reformulation (reformulation_report view)", query(params, REPORT, root=root))

@@ -1,7 +1,7 @@
 """The report's charts: plotly figures built from the view rows of :class:`~pipeline.report.queries.Summary`.
 
-Each figure becomes a ``<div class="chart">`` and one ``Plotly.newPlot`` call (``to_html`` without plotly.js:
-the page loads the local ``plotly.min.js`` once). Every chart's data is already aggregated (bins, counts,
+Each figure becomes a ``<div class="chart">`` holding its JSON, drawn by report.js with the local ``plotly.min.js``
+once the page is laid out. Every chart's data is already aggregated (bins, counts,
 at most :data:`~pipeline.report.queries.SCATTER_POINTS` points), so its size does not grow with the job.
 """
 
@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from pipeline.report.queries import BINS, Summary
 
-LAYOUT = {"template": "plotly_white", "height": 340, "margin": {"l": 60, "r": 30, "t": 50, "b": 50},
+LAYOUT = {"template": "plotly_white", "height": 340, "autosize": True, "margin": {"l": 60, "r": 30, "t": 50, "b": 50},
           "legend": {"orientation": "h", "y": -0.2}}
 
 
@@ -20,23 +20,27 @@ def _names(s: Summary) -> dict[str, str]:
     return {p["policy_id"]: p["name"] or p["policy_id"] for p in s.policies}
 
 
+def bar_label(s: Summary, row: dict) -> str:
+    """A band_counts row's bar: the policy's name, and the set when it is the reformulated one."""
+    name = _names(s).get(row["policy_id"], row["policy_id"])
+    return name if row["set"] == "main" else f"{name} (reformulated)"
+
+
 def band_counts(s: Summary) -> go.Figure:
-    names = _names(s)
     fig = go.Figure()
     for band in s.bands:
         rows = [r for r in s.band_counts if r["band"] == band]
-        fig.add_bar(name=band, x=[names.get(r["policy_id"], r["policy_id"]) for r in rows],
-                    y=[r["problems"] for r in rows], marker_color=s.colours[band])
+        fig.add_bar(name=band, x=[bar_label(s, r) for r in rows], y=[r["problems"] for r in rows],
+                    marker_color=s.colours[band])
     return fig.update_layout(LAYOUT, barmode="stack", title="Problems per band", yaxis_title="problems")
 
 
 def band_confidence(s: Summary) -> go.Figure:
-    names = _names(s)
     fig = go.Figure()
     for band in s.bands:
         rows = [r for r in s.band_counts if r["band"] == band]
-        fig.add_bar(name=band, x=[names.get(r["policy_id"], r["policy_id"]) for r in rows],
-                    y=[r["mean_band_confidence"] for r in rows], marker_color=s.colours[band])
+        fig.add_bar(name=band, x=[bar_label(s, r) for r in rows], y=[r["mean_band_confidence"] for r in rows],
+                    marker_color=s.colours[band])
     return fig.update_layout(LAYOUT, barmode="group", title="Mean band confidence",
                              yaxis={"title": "band confidence", "range": [0, 1]})
 
@@ -120,6 +124,10 @@ def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
 
 
 def to_div(fig: go.Figure, div_id: str) -> str:
-    """The figure as a div and its ``Plotly.newPlot`` script (no plotly.js: the page loads it once)."""
-    return fig.to_html(include_plotlyjs=False, full_html=False, div_id=div_id, config={"displaylogo": False},
-                       default_height="340px")
+    """The figure as an empty div and its JSON (no plotly.js: the page loads it once). report.js draws every chart
+    once the page is laid out, so each takes its box's width (drawn while the page still loads, the first chart
+    of a row took the whole row), and redraws on resize (``responsive``); without JavaScript the box says so."""
+    spec = fig.to_json().replace("</", "<\\/")
+    return (f'<div id="{div_id}" class="plot"></div>'
+            f'<script type="application/json" class="figure" data-for="{div_id}">{spec}</script>'
+            '<noscript><p class="empty">This chart needs JavaScript; the table beside it holds its numbers.</p></noscript>')

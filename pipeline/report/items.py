@@ -10,7 +10,9 @@ A record (what ``items/NNNNN.js`` holds)::
     {"id": "p_1c2e...", "source": "synthetic", "split": "train", "question": "What is 52 - 27?", "gold": "25",
      "parent": null, "method": null, "children": [{"id": "p_9a...", "method": "fobar"}],
      "policies": [{"policy": "smollm2-135m-3shot", "band": "learnable", "pass_rate": 0.5, "ci": [0.22, 0.78],
-                   "n": 8, "n_correct": 4, "band_confidence": 0.71, "shown": 8,
+                   "n": 8, "n_correct": 4, "band_confidence": 0.71, "gold_suspicion": 0.02, "gold_suspect": false,
+                   "answers": [["25", "correct", 4], ["27", "incorrect", 3], [null, "no_answer", 1]],
+                   "distinct_answers": 3, "shown": 8,
                    "rollouts": [{"i": 0, "thinking": null, "final": " 25.", "extracted": "25", "verdict": "correct",
                                  "finish": "stop", "flags": [{"flag": "truncated", "evidence": "..."}]}]}]}
 """
@@ -27,17 +29,36 @@ from pipeline.thinking import split as split_thinking
 
 BUCKET_BYTES = text_gather.BUCKET_BYTES  # shown text gathered per bucket
 
-ITEMS_SQL = """
+ANSWERS_SHOWN = 6  # per item and policy: the most frequent extracted answers of the counted rollouts
+
+ITEMS_SQL = f"""
 WITH pol AS (SELECT policy_id, any_value(name) AS name FROM policies GROUP BY policy_id),
+answer_counts AS (  -- the counted rollouts' extracted answers, with the verdict of the verifier the row names
+    SELECT v.problem_id, v.policy_id, v.extracted, v.status, count(*) AS n
+    FROM difficulty d
+    JOIN verdicts v ON v.problem_id = d.problem_id AND v.policy_id = d.policy_id AND v.verifier_id = d.verifier_id
+                   AND v.sample_idx < d.n
+    GROUP BY ALL
+),
+answers AS (
+    SELECT problem_id, policy_id,
+           list({{'answer': extracted, 'status': status, 'n': n}} ORDER BY n DESC, extracted NULLS LAST, status)
+             [1:{ANSWERS_SHOWN}] AS answers,
+           count(*) AS distinct_answers
+    FROM answer_counts GROUP BY ALL
+),
 meas AS (
-    SELECT d.problem_id, list({'policy': coalesce(pol.name, d.policy_id), 'policy_id': d.policy_id, 'band': d.band,
+    SELECT d.problem_id, list({{'policy': coalesce(pol.name, d.policy_id), 'policy_id': d.policy_id, 'band': d.band,
                                'pass_rate': d.pass_rate, 'ci_low': d.ci_low, 'ci_high': d.ci_high, 'n': d.n,
-                               'n_correct': d.n_correct, 'band_confidence': d.band_confidence}
+                               'n_correct': d.n_correct, 'band_confidence': d.band_confidence,
+                               'gold_suspicion': d.gold_suspicion, 'gold_suspect': d.gold_suspect,
+                               'answers': coalesce(a.answers, []), 'distinct_answers': coalesce(a.distinct_answers, 0)}}
                               ORDER BY coalesce(pol.name, d.policy_id), d.policy_id) AS measures
-    FROM difficulty d LEFT JOIN pol USING (policy_id) GROUP BY d.problem_id
+    FROM difficulty d LEFT JOIN pol USING (policy_id) LEFT JOIN answers a USING (problem_id, policy_id)
+    GROUP BY d.problem_id
 ),
 kids AS (
-    SELECT parent_id AS problem_id, list({'id': problem_id, 'method': method} ORDER BY problem_id) AS children
+    SELECT parent_id AS problem_id, list({{'id': problem_id, 'method': method}} ORDER BY problem_id) AS children
     FROM problems WHERE parent_id IS NOT NULL GROUP BY parent_id
 ),
 seen AS (SELECT problem_id, list(DISTINCT flag ORDER BY flag) AS flags FROM flags GROUP BY problem_id)
@@ -100,8 +121,10 @@ def _record(item: dict, rollouts: list[dict]) -> dict:
         shown = by_policy.get(m["policy_id"], [])
         policies.append({"policy": m["policy"], "policy_id": m["policy_id"], "band": m["band"],
                          "pass_rate": m["pass_rate"], "ci": [m["ci_low"], m["ci_high"]], "n": m["n"],
-                         "n_correct": m["n_correct"], "band_confidence": m["band_confidence"], "shown": len(shown),
-                         "rollouts": shown})
+                         "n_correct": m["n_correct"], "band_confidence": m["band_confidence"],
+                         "gold_suspicion": m["gold_suspicion"], "gold_suspect": bool(m["gold_suspect"]),
+                         "answers": [[a["answer"], a["status"], a["n"]] for a in m["answers"]],
+                         "distinct_answers": m["distinct_answers"], "shown": len(shown), "rollouts": shown})
     return {"id": item["problem_id"], "source": item["source"], "split": item["split"], "question": item["question"],
             "gold": item["answer"], "solution": item["solution"], "parent": item["parent_id"],
             "method": item["method"], "children": item["children"], "flags": item["flags"], "policies": policies}

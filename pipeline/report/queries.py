@@ -51,22 +51,26 @@ class Summary:
     rare_successes: list[dict] = field(default_factory=list)
     unsupported: list[dict] = field(default_factory=list)
     flagged_correct: list[dict] = field(default_factory=list)
+    suspect_golds: list[dict] = field(default_factory=list)  # the first ``listed`` rows of the suspect_golds view
     reformulation: list[dict] = field(default_factory=list)
+    rungs: dict[str, dict] = field(default_factory=dict)  # method -> its ladder (reformulate.json's "methods")
     drift: list[dict] = field(default_factory=list)  # (policy_from, policy_to, band_from, band_to, problems)
     bands: list[str] = field(default_factory=list)
     colours: dict[str, str] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=dict)
 
 
-def summary(con: duckdb.DuckDBPyConnection, *, listed: int) -> Summary:
-    """The overview's numbers, each from its view (``listed``: rows per list of suspicious items)."""
-    s = Summary()
+def summary(con: duckdb.DuckDBPyConnection, *, listed: int, rungs: dict[str, dict] | None = None) -> Summary:
+    """The overview's numbers, each from its view (``listed``: rows per list of suspicious items); ``rungs``: per
+    reformulation method, the ladder's counts from the reformulate stage's metrics (absent: not shown)."""
+    s = Summary(rungs=dict(rungs or {}))
     band_rows = rows(con, "SELECT band, colour FROM bands ORDER BY band_order")
     s.bands = [r["band"] for r in band_rows]
     s.colours = {r["band"]: r["colour"] for r in band_rows}
     s.policies = rows(con, "SELECT policy_id, any_value(name) AS name, any_value(model) AS model FROM policies "
                            "GROUP BY policy_id ORDER BY name, policy_id")
-    s.band_counts = rows(con, "SELECT * FROM band_counts")
+    s.band_counts = rows(con, 'SELECT * FROM band_counts JOIN bands USING (band) ORDER BY policy, policy_id, "set", '
+                              "band_order")
     s.histogram = rows(con, f"""
         SELECT policy_id, band, least(floor(pass_rate * {BINS}), {BINS - 1}) / {BINS} AS bin, count(*) AS problems,
                avg(ci_high - ci_low) AS mean_interval_width
@@ -95,6 +99,10 @@ def summary(con: duckdb.DuckDBPyConnection, *, listed: int) -> Summary:
         ORDER BY v.status = 'correct' DESC, f.problem_id, f.policy_id, f.sample_idx LIMIT $n""", {"n": listed})
     s.flagged_correct = rows(con, "SELECT * FROM flagged_correct WHERE flagged_share > 0 "
                                  "ORDER BY flagged_share DESC, problem_id, policy_id LIMIT $n", {"n": listed})
+    s.suspect_golds = rows(con, f"""
+        SELECT problem_id, policy, gold_suspicion, gold, modal_answer, modal_share, n, n_correct, suspect_policies,
+               gold_issues, source, left(question, {SNIPPET // 2}) AS question
+        FROM suspect_golds LIMIT $n""", {"n": listed})
     s.reformulation = rows(con, "SELECT r.*, pol.name AS policy FROM reformulation_report r LEFT JOIN "
                                 "(SELECT policy_id, any_value(name) AS name FROM policies GROUP BY policy_id) pol "
                                 "USING (policy_id)")
@@ -104,5 +112,6 @@ def summary(con: duckdb.DuckDBPyConnection, *, listed: int) -> Summary:
         GROUP BY ALL ORDER BY ALL""")
     s.totals = rows(con, """
         SELECT (SELECT count(*) FROM problems) AS problems, (SELECT count(*) FROM difficulty) AS measured,
-               (SELECT count(*) FROM rollouts) AS rollouts, (SELECT count(*) FROM flags) AS flags""")[0]
+               (SELECT count(*) FROM rollouts) AS rollouts, (SELECT count(*) FROM flags) AS flags,
+               (SELECT count(DISTINCT problem_id) FROM suspect_golds) AS suspect_golds""")[0]
     return s

@@ -8,6 +8,7 @@ else, a link, or a path containing the project or another configured path is ref
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +28,25 @@ class ReportResult:
 
 
 def build(con, folder: Path, *, max_rollouts: int, items_per_file: int, index_rows_per_file: int,
-          listed: int, files: list[str], spill: Path) -> ReportResult:
+          listed: int, files: list[str], spill: Path, rungs: dict[str, dict] | None = None) -> ReportResult:
     """The pure core: the views of ``con`` and the rollouts shards ``files`` in, every file of the report under
-    ``folder`` out; ``spill`` holds the shown text's buckets meanwhile."""
-    s = queries.summary(con, listed=listed)
+    ``folder`` out; ``spill`` holds the shown text's buckets meanwhile; ``rungs``: the reformulation ladder's
+    counts per method (the reformulate stage's metrics)."""
+    s = queries.summary(con, listed=listed, rungs=rungs)
     records = items.records(con, max_rollouts=max_rollouts, files=files, spill=spill)
     w = site.write_site(folder, s, records, max_rollouts=max_rollouts,
                         items_per_file=items_per_file, index_rows_per_file=index_rows_per_file)
     return ReportResult(folder=folder, info=site.write_info(folder, w, max_rollouts=max_rollouts), summary=s)
+
+
+def ladder_counts(path: Path) -> dict[str, dict]:
+    """Per method, the rungs the reformulate stage measured and kept (its metrics file; none before it ran)."""
+    try:
+        methods = json.loads(path.read_text(encoding="utf-8")).get("methods", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {m: {"rungs_measured": st.get("rungs_measured"), "kept_per_rung": st.get("kept_per_rung") or {}}
+            for m, st in methods.items() if isinstance(st, dict)}
 
 
 def run(params: Params, *, root: Path = Path(".")) -> ReportResult:
@@ -60,7 +72,8 @@ def run(params: Params, *, root: Path = Path(".")) -> ReportResult:
             try:
                 result = build(con, staging, max_rollouts=cfg.max_rollouts_per_item, items_per_file=cfg.items_per_file,
                                index_rows_per_file=cfg.index_rows_per_file, listed=cfg.listed,
-                               files=rollout_files(params, root=root), spill=Path(spill))
+                               files=rollout_files(params, root=root), spill=Path(spill),
+                               rungs=ladder_counts(root / params.paths.metrics / "reformulate.json"))
             finally:
                 con.close()
         check()  # again, just before the swap: the folder may have changed while this one was written

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from shared_data import shared_path
 
-from pipeline.io import write_table
+from pipeline.io import read_table, write_table
 from pipeline.schema import schema
 
 PRIMARY = "smollm2-135m-3shot"
@@ -138,3 +138,18 @@ def make_repo(root: Path, **publish) -> Path:
     write_table(schema("difficulty").from_rows(rd), base / "difficulty/part-0.parquet", name="difficulty")
     write_table(schema("policies").from_rows(pols[:1]), base / "policies/part-0.parquet", name="policies")
     return root
+
+
+def mark_suspect_gold(root: Path, pid: str = "p_0000000000000007", modal: str = "35") -> str:
+    """Make the primary policy's rollouts doubt ``pid``'s gold (gold_suspect, as annotate writes it when most rollouts
+    agree on ``modal``, not the gold): what the report's suspect-gold section and filter show."""
+    path = root / "data/difficulty/part-0.parquet"
+    rows = read_table(path.parent, name="difficulty").to_pylist()
+    hit = 0
+    for r in rows:
+        if r["problem_id"] == pid and r["policy_id"] == PRIMARY_ID:
+            r.update(gold_suspicion=0.97, gold_suspect=True, modal_answer=modal, modal_share=0.875)
+            hit += 1
+    assert hit == 1, f"{pid} has no row of the primary policy"
+    write_table(schema("difficulty").from_rows(rows), path, name="difficulty")
+    return pid
