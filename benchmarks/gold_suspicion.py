@@ -1,31 +1,31 @@
-"""How well ``gold_suspicion`` finds wrong golds: inject them, re-verify, and count.
+"""Is ``gold_suspicion`` a calibrated probability that the key is wrong? Inject wrong keys, re-verify, and count.
 
     python benchmarks/gold_suspicion.py --root /path/to/run      # a run's problems, rollouts and policies
     python benchmarks/gold_suspicion.py                           # the committed real completions (tests/data)
 
-The run's tables (``paths.*`` of ROOT/params.yaml) are copied into a temp folder; the verify and annotate stages
-measure them with their true golds. The items a policy solves at pass rate >= ``--min-pass-rate`` (0.5) with a
-numeric gold are the eligible ones; every eligible item then gets a nearby wrong gold (the gold +1 or -1) and
-is verified and annotated again. An item's score depends only on its own verdicts (pooled over policies), so one
-run with every eligible item changed gives each item's score both ways, and ``--draws`` random draws of
-``--rate`` (3 %) of the eligible items give precision and recall at the threshold (annotate's
-``gold_suspicion_threshold``, or ``--threshold``): a drawn item is a hit when its changed-gold score reaches the
-threshold, an undrawn eligible item a false alarm when its true-gold score does. Also printed: the false-alarm
-rate on every unchanged item, by band (where the score cannot tell a wrong gold from a policy that is wrong the
-same way every time).
+The run's tables (``paths.*`` of ROOT/params.yaml) are copied into a temp folder and verified twice: with the
+true keys, and with every integer key moved by one, up or down (a nearby wrong value). Then ``--draws`` times
+(200), ``--rate`` (3 %) of the integer-keyed problems get the wrong key: their verdicts are taken from the second
+run, every other problem's from the first, and the annotate stage's own scoring (pipeline/annotate/gold_suspicion.py:
+:func:`prepare`, its model fitted anew on the mixed verdicts each draw, as a run would) scores every problem.
+
+Printed, over every problem the score covers (the population a user sees, not the ones a policy solves):
+precision over everything flagged (``gold_suspect``) and recall of the changed keys; the expected number of wrong
+keys the model reports (the sum of its posteriors) beside the true number; a reliability table in 10 bins of the
+score (problems, mean score, share of changed keys) and its expected calibration error; the fitted model.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import re
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import yaml
 
@@ -33,12 +33,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "support"))
 
-from pipeline import annotate, verify  # noqa: E402
+from pipeline import verify  # noqa: E402
+from pipeline.annotate import gold_suspicion  # noqa: E402
 from pipeline.config import load_params  # noqa: E402
 from pipeline.io import read_table, write_table  # noqa: E402
 from pipeline.schema import schema  # noqa: E402
 
 _INTEGER = re.compile(r"-?\d+")
+BINS = 10
 
 
 def nearby_wrong(gold: str, rng: random.Random) -> str | None:
@@ -49,16 +51,16 @@ def nearby_wrong(gold: str, rng: random.Random) -> str | None:
 
 @dataclass
 class Figures:
-    policy: str
-    eligible: int
-    draws: int
-    injected_per_draw: int
-    tp: int
-    fn: int
-    fp: int
-    recall_all_eligible: float  # share of eligible items whose changed-gold score reaches the threshold
-    false_alarm_eligible: float  # share of eligible items whose true-gold score reaches it
-    false_alarm_by_band: dict[str, tuple[int, int]]  # band -> (suspect, items) with the true golds
+    problems: int = 0  # scored, per draw
+    eligible: int = 0
+    changed_per_draw: int = 0
+    draws: int = 0
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    expected: float = 0.0  # sum over draws of the model's expected wrong keys
+    bins: list[list[float]] = field(default_factory=lambda: [[0, 0.0, 0] for _ in range(BINS)])  # n, sum score, changed
+    models: list[gold_suspicion.GoldModel] = field(default_factory=list)
 
     @property
     def precision(self) -> float:
@@ -69,70 +71,70 @@ class Figures:
         return self.tp / (self.tp + self.fn) if self.tp + self.fn else float("nan")
 
     @property
-    def false_alarm_all(self) -> float:
-        suspect = sum(s for s, _ in self.false_alarm_by_band.values())
-        return suspect / max(1, sum(n for _, n in self.false_alarm_by_band.values()))
+    def ece(self) -> float:
+        n = sum(b[0] for b in self.bins)
+        return sum(abs(b[1] / b[0] - b[2] / b[0]) * b[0] / n for b in self.bins if b[0]) if n else float("nan")
 
 
-def _measure(root: Path, params) -> dict[tuple[str, str], dict]:
+def _verdicts(root: Path, params) -> pa.Table:
     verify.run(params, root=root, progress=False)
-    annotate.run(params, root=root, progress=False, plots=False)
-    rows = read_table(root / params.paths.difficulty, name="difficulty").to_pylist()
-    return {(r["problem_id"], r["policy_id"]): r for r in rows}
+    return read_table(root / params.paths.verdicts, name="verdicts").select(
+        ["problem_id", "policy_id", "sample_idx", "verifier_id", "status", "extracted"])
 
 
-def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workdir: Path, threshold: float | None = None,
-            rate: float = 0.03, draws: int = 2000, min_pass_rate: float = 0.5, seed: int = 0) -> list[Figures]:
-    """Per policy, the figures of injecting wrong golds into the tables given (verified and annotated in ``workdir``)."""
+def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workdir: Path, rate: float = 0.03,
+            draws: int = 200, threshold: float | None = None, prior: float | None = None, seed: int = 0) -> Figures:
+    """The figures of injecting ``rate`` wrong keys into the tables given (verified in ``workdir``)."""
     params_doc = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
                   "policies": {"p": {"model": "embedded"}}, "rollout": {"policies": ["p"]},
                   "verify": {"workers": 2, "timeout_s": 2.0}}
     (workdir / "params.yaml").write_text(yaml.safe_dump(params_doc))
     params = load_params(workdir / "params.yaml")
     threshold = params.annotate.gold_suspicion_threshold if threshold is None else threshold
+    prior = params.annotate.gold_error_prior if prior is None else prior
     for name, table in (("problems", problems), ("rollouts", rollouts), ("policies", policies)):
         write_table(schema(name).validate(table), workdir / getattr(params.paths, name) / "part-0.parquet", name=name)
-    clean = _measure(workdir, params)
+    clean = _verdicts(workdir, params)
 
     rng = random.Random(seed)
     golds = {r["problem_id"]: r["answer"] for r in problems.to_pylist()}
-    solved = {pid for (pid, _), d in clean.items() if d["pass_rate"] >= min_pass_rate}
-    changed = {pid: w for pid in sorted(solved) if (w := nearby_wrong(golds[pid], rng)) is not None}
+    changed = {pid: w for pid in sorted(golds) if (w := nearby_wrong(golds[pid], rng)) is not None}
     injected = problems.set_column(problems.schema.get_field_index("answer"), "answer",
                                    pa.array([changed.get(p, golds[p]) for p in problems.column("problem_id").to_pylist()]))
     write_table(schema("problems").validate(injected), workdir / params.paths.problems / "part-0.parquet", name="problems")
-    dirty = _measure(workdir, params)
+    dirty = _verdicts(workdir, params)
 
-    names = {p["policy_id"]: p["name"] for p in policies.to_pylist()}
-    out = []
-    for pol in sorted({pol for _, pol in clean}):
-        mine = {pid: d for (pid, p), d in clean.items() if p == pol}
-        eligible = sorted(pid for pid, d in mine.items() if d["pass_rate"] >= min_pass_rate and pid in changed)
-
-        def suspect(d: dict) -> bool:
-            return d["gold_suspicion"] is not None and d["gold_suspicion"] >= threshold
-
-        hit = {pid: suspect(dirty[(pid, pol)]) for pid in eligible}
-        alarm = {pid: suspect(mine[pid]) for pid in eligible}
-        per_draw = max(1, math.ceil(rate * len(eligible))) if eligible else 0
-        tp = fn = fp = 0
-        for _ in range(draws if eligible else 0):
-            drawn = set(rng.sample(eligible, per_draw))
-            tp += sum(hit[p] for p in drawn)
-            fn += sum(not hit[p] for p in drawn)
-            fp += sum(alarm[p] for p in eligible if p not in drawn)
-        by_band: dict[str, list[int]] = {}
-        for d in mine.values():
-            c = by_band.setdefault(d["band"], [0, 0])
-            c[0] += suspect(d)
-            c[1] += 1
-        out.append(Figures(
-            policy=names.get(pol, pol), eligible=len(eligible), draws=draws if eligible else 0,
-            injected_per_draw=per_draw, tp=tp, fn=fn, fp=fp,
-            recall_all_eligible=sum(hit.values()) / len(eligible) if eligible else float("nan"),
-            false_alarm_eligible=sum(alarm.values()) / len(eligible) if eligible else float("nan"),
-            false_alarm_by_band={b: (s, n) for b, (s, n) in sorted(by_band.items())}))
-    return out
+    con = duckdb.connect()
+    con.register("clean_arrow", clean)
+    con.register("dirty_arrow", dirty)
+    vid = con.execute("SELECT any_value(verifier_id) FROM clean_arrow").fetchone()[0]
+    con.execute("CREATE TABLE clean AS SELECT * FROM clean_arrow WHERE verifier_id = ?", [vid])
+    con.execute("CREATE TABLE dirty AS SELECT * FROM dirty_arrow WHERE verifier_id = ?", [vid])
+    scored = {r[0] for r in con.execute("SELECT DISTINCT problem_id FROM clean WHERE status IN ('correct', 'incorrect')")
+              .fetchall()}
+    eligible = sorted(p for p in changed if p in scored)
+    f = Figures(problems=len(scored), eligible=len(eligible), draws=draws,
+                changed_per_draw=max(1, round(rate * len(scored))) if eligible else 0)
+    for _ in range(draws if eligible else 0):
+        drawn = set(rng.sample(eligible, min(f.changed_per_draw, len(eligible))))
+        con.execute("CREATE OR REPLACE TEMP TABLE drawn (problem_id VARCHAR)")
+        con.executemany("INSERT INTO drawn VALUES (?)", [(p,) for p in sorted(drawn)])
+        con.execute("""CREATE OR REPLACE TEMP VIEW _v AS
+            SELECT * FROM clean WHERE problem_id NOT IN (SELECT problem_id FROM drawn)
+            UNION ALL SELECT * FROM dirty WHERE problem_id IN (SELECT problem_id FROM drawn)""")
+        f.models.append(gold_suspicion.prepare(con, samples="_v", threshold=threshold, prior=prior))
+        for pid, score, suspect in con.execute("""SELECT problem_id, any_value(gold_suspicion), bool_or(gold_suspect)
+                                                  FROM _modal WHERE gold_suspicion IS NOT NULL GROUP BY 1""").fetchall():
+            wrong = pid in drawn
+            f.tp += suspect and wrong
+            f.fp += suspect and not wrong
+            f.fn += wrong and not suspect
+            f.expected += score
+            b = f.bins[min(BINS - 1, int(score * BINS))]
+            b[0] += 1
+            b[1] += score
+            b[2] += wrong
+    return f
 
 
 def _tables_of(root: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -149,30 +151,43 @@ def _embedded_tables(tmp: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
     return _tables_of(tmp)
 
 
+def report(f: Figures, *, rate: float) -> str:
+    m = f.models[-1] if f.models else None
+    lines = [f"{f.problems} problems scored, {f.eligible} with an integer key; {f.draws} draws of "
+             f"{f.changed_per_draw} wrong keys ({rate:.0%} of the scored problems)",
+             f"flagged: precision {f.precision:.3f} over everything flagged, recall {f.recall:.3f} "
+             f"(TP {f.tp}, FP {f.fp}, FN {f.fn}; {(f.tp + f.fp) / max(1, f.draws):.2f} flagged a draw)",
+             f"expected wrong keys (sum of the scores) {f.expected / max(1, f.draws):.2f} a draw, "
+             f"true {f.changed_per_draw}",
+             "| score bin | problems | mean score | share changed |", "|---|---|---|---|"]
+    for i, (n, s, w) in enumerate(f.bins):
+        if n:
+            lines.append(f"| {i / BINS:.1f}–{(i + 1) / BINS:.1f} | {n:,} | {s / n:.3f} | {w / n:.3f} |")
+    lines.append(f"expected calibration error {f.ece:.4f}")
+    if m is not None:
+        lines.append(f"model (last draw): pass rate Beta({m.alpha:.3g}, {m.beta:.3g}) on {m.fitted_pass_rate} problems; "
+                     f"wrong answers on one: 1 with {m.same:.3g}, else Beta({m.a:.3g}, {m.b:.3g}) on "
+                     f"{m.fitted_agreement}; prior {m.prior}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", type=Path, help="a run's folder (its params.yaml names the tables); default: the "
                                               "committed real completions of the embedded model")
     ap.add_argument("--threshold", type=float, help="default: annotate.gold_suspicion_threshold's default")
+    ap.add_argument("--prior", type=float, help="default: annotate.gold_error_prior's default")
     ap.add_argument("--rate", type=float, default=0.03)
-    ap.add_argument("--draws", type=int, default=2000)
-    ap.add_argument("--min-pass-rate", type=float, default=0.5)
+    ap.add_argument("--draws", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tables = _tables_of(args.root) if args.root else _embedded_tables(Path(tmp) / "embedded")
         work = Path(tmp) / "work"
         work.mkdir()
-        figures = measure(*tables, workdir=work, threshold=args.threshold, rate=args.rate, draws=args.draws,
-                          min_pass_rate=args.min_pass_rate, seed=args.seed)
-    for f in figures:
-        print(f"policy {f.policy}: {f.eligible} eligible items (pass rate >= {args.min_pass_rate}, integer gold); "
-              f"{f.draws} draws of {f.injected_per_draw} wrong golds ({args.rate:.0%})")
-        print(f"  precision {f.precision:.3f}  recall {f.recall:.3f}  (TP {f.tp}, FN {f.fn}, FP {f.fp})")
-        print(f"  every eligible item changed: recall {f.recall_all_eligible:.3f}; unchanged eligible items "
-              f"suspect: {f.false_alarm_eligible:.3f}")
-        bands = ", ".join(f"{b} {s}/{n}" for b, (s, n) in f.false_alarm_by_band.items())
-        print(f"  false alarms on the unchanged items: {f.false_alarm_all:.3f} ({bands})")
+        f = measure(*tables, workdir=work, threshold=args.threshold, prior=args.prior, rate=args.rate,
+                    draws=args.draws, seed=args.seed)
+    print(report(f, rate=args.rate))
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ def records(n: int, measured: float, qs: list[str]):
 def summary() -> Summary:
     s = Summary(bands=BANDS, colours=COLOURS,
                 policies=[{"policy_id": p, "name": n, "model": "m"} for p, n in POLICIES])
-    s.totals = {"problems": 0, "measured": 0, "rollouts": 0, "flags": 0, "suspect_golds": 0}
+    s.totals = {"problems": 0, "measured": 0, "rollouts": 0, "flags": 0, "suspect_golds": 0, "scored": 0,
+                "expected_wrong_keys": 0.0, "expected_among_suspect": 0.0}
     return s
 
 

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "catalog": "pipeline.catalog_command:catalog",
     "sql": "pipeline.catalog_command:sql",
     "summary": "pipeline.summary:summary",
+    "golds": "pipeline.golds_command:golds",
     "doctor": "pipeline.doctor:doctor",
     "drift": "pipeline.annotate.drift_command:command",
     "report": "pipeline.report.command:command",

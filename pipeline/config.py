@@ -439,9 +439,13 @@ class AnnotateConfig(Model):
                            description="processes running the Python flag detectors (null: one per core; 1: the "
                                        "stage's own process); the flags are the same rows whatever it is")
     gold_suspicion_threshold: float = Field(
-        0.5, gt=0, le=1, description="difficulty.gold_suspect is gold_suspicion at or above this: the posterior "
-                                     "probability that the rollouts' majority answer is not the gold "
-                                     "(pipeline/annotate/gold_suspicion.py; docs/tables.md#suspect-golds)")
+        0.5, gt=0, le=1, description="difficulty.gold_suspect is gold_suspicion at or above this (and more rollouts on "
+                                     "the wrong answer than on the gold): gold_suspicion is the posterior probability "
+                                     "that the gold is wrong (pipeline/annotate/gold_suspicion.py; "
+                                     "docs/tables.md#suspect-golds)")
+    gold_error_prior: float = Field(
+        0.03, gt=0, lt=1, description="the share of wrong answer keys expected before the rollouts are read: "
+                                      "gold_suspicion's prior (public audits of GSM8K and MATH found a few per cent)")
 
 
 class ReformulateConfig(Model):

@@ -30,11 +30,13 @@ SELECT method, parents_tried, children_kept AS kept, parents_with_learnable_chil
 FROM reformulation_report ORDER BY method = '(any)', method
 """
 
-# per policy, the (problem, policy) pairs whose rollouts agree on an answer that is not the gold
+# per problem (the score is one per problem, pooled over its policies): how many are suspect, and how many wrong
+# keys the score expects among them and in all
 SUSPECTS = """
-SELECT string_agg(pol.name || ' ' || n_suspect || ' of ' || n, ', ' ORDER BY pol.name) AS line
-FROM (SELECT policy_id, count(*) FILTER (WHERE gold_suspect) AS n_suspect, count(*) AS n
-      FROM difficulty GROUP BY 1) d JOIN policies pol USING (policy_id)
+SELECT count(*) FILTER (WHERE suspect) AS suspect, count(*) AS scored, round(sum(p) FILTER (WHERE suspect), 2) AS among,
+       round(sum(p), 2) AS expected
+FROM (SELECT problem_id, any_value(gold_suspicion) AS p, bool_or(gold_suspect) AS suspect
+      FROM difficulty WHERE gold_suspicion IS NOT NULL GROUP BY problem_id)
 """
 
 # per imported policy: its samples that the dump graded too, and how often the dump's grader and passband agree
@@ -70,7 +72,7 @@ def _show(title: str, df: pl.DataFrame | None) -> None:
 @with_params
 def summary(*, params, root) -> None:
     """Print band counts per policy, flag rates with their measured precision, the reformulation report, the suspect
-    golds per policy (gold_suspect: the rollouts agree on another answer) and how to load the published dataset."""
+    answer keys (gold_suspect, with the wrong keys the score expects) and how to load the published dataset."""
     _show("Difficulty bands (band_counts view: the main set and the reformulated set apart)", query(params, BANDS, root=root))
     _show("Flags (flag_quality view; precision/recall measured on labelled completions, docs/flags.md)",
           query(params, FLAGS, root=root))
@@ -78,8 +80,10 @@ def summary(*, params, root) -> None:
     imports = query(params, IMPORTS, root=root)
     if imports is not None and not imports.is_empty():
         _show("Imported policies: the dump's own grader against passband's verdicts (upstream view)", imports)
-    line = query(params, SUSPECTS, root=root)["line"][0]
-    click.echo(f"\nSuspect golds (suspect_golds view): {line or '(nothing yet)'}")
+    k = query(params, SUSPECTS, root=root).row(0, named=True)
+    line = (f"{k['suspect']} of {k['scored']} problems; the score expects {k['among'] or 0.0} wrong keys among them, "
+            f"{k['expected']} in all (passband golds --out FILE: the review queue)") if k["scored"] else "(nothing yet)"
+    click.echo(f"\nSuspect answer keys (suspect_golds view): {line}")
     folder = root / params.paths.published
     build = folder / "build.json"
     click.echo("\nPublished dataset")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.annotate.core import annotate_tables
-from pipeline.annotate.gold_suspicion import suspicion
+from pipeline.annotate.gold_suspicion import MIN_FIT, GoldModel, posterior
 from pipeline.config import AnnotateConfig
 from pipeline.engines.fake import fake_completion
 from pipeline.engines.registry import Prompt
@@ -18,15 +18,26 @@ from pipeline.schema import schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
+STRONG = GoldModel(prior=0.03, alpha=4.0, beta=1.0, a=1.0, b=3.0)  # solves most items; wrong answers scatter
+WEAK = GoldModel(prior=0.03, alpha=0.3, beta=0.5, a=1.0, b=3.0)  # fails most items
 
-def test_suspicion_grows_with_agreement_and_falls_with_the_gold() -> None:
-    assert suspicion(4, 8) == 0.5  # as many reach the gold (or other answers) as agree
-    assert suspicion(8, 8) > suspicion(7, 8) > suspicion(6, 8) > suspicion(4, 8) > suspicion(2, 8)
-    assert suspicion(12, 16) > suspicion(6, 8)  # a second policy with the same answer: higher
-    assert suspicion(6, 16) < suspicion(6, 8)  # a second policy that finds the gold: lower
-    assert suspicion(3, 3) > suspicion(1, 1)  # many agreeing rollouts, not one
-    with pytest.raises(ValueError, match="9"):
-        suspicion(9, 8)
+
+def test_the_posterior_weighs_agreement_against_what_the_policy_usually_does() -> None:
+    assert posterior(STRONG, 0, 8, 8) > 0.9  # a strong policy, 8 of 8 on one other answer: the key is likely wrong
+    assert posterior(WEAK, 0, 8, 8) < posterior(STRONG, 0, 8, 8)  # a weak one failing is no surprise
+    assert posterior(STRONG, 0, 8, 8) > posterior(STRONG, 0, 6, 8) > posterior(STRONG, 0, 4, 8)
+    assert posterior(STRONG, 4, 4, 8) < 0.01  # a tie: the key is reached as often as the other answer
+    assert posterior(STRONG, 8, 0, 8) == 0.0  # no wrong rollout
+    assert posterior(STRONG, 0, 1, 1) < 0.5  # one rollout cannot flag
+    assert posterior(STRONG, 0, 12, 16) > posterior(STRONG, 0, 6, 8)  # a second policy agreeing: more evidence
+    assert posterior(STRONG, 2, 12, 16) < posterior(STRONG, 0, 12, 16)  # rollouts that reach the key: less
+    # a policy that repeats one wrong answer where it fails explains agreement: lower
+    assert posterior(GoldModel(**{**STRONG.__dict__, "same": 0.5}), 0, 8, 8) < posterior(STRONG, 0, 8, 8)
+    # the prior moves it: the odds scale with the prior odds
+    low, high = (posterior(GoldModel(**{**STRONG.__dict__, "prior": p}), 0, 8, 8) for p in (0.01, 0.1))
+    assert low < posterior(STRONG, 0, 8, 8) < high
+    with pytest.raises(ValueError, match="v=8"):
+        posterior(STRONG, 5, 4, 8)
 
 
 def _tables(rows: list[tuple[str, str, int, str, str | None]]):
@@ -43,32 +54,51 @@ def _tables(rows: list[tuple[str, str, int, str, str | None]]):
 
 def test_modal_answer_share_and_pooled_score() -> None:
     rows = []
-    # wrong gold: A agrees on 6 (written two ways), B on 6 too; both policies' rows carry the pooled score
+    # A agrees on 6 (written two ways), B on 6 too; both policies' rows carry the one pooled score
     rows += [("q1", "A", i, "incorrect", ["6", "6.0 ", "6", "$6$"][i % 4]) for i in range(6)]
     rows += [("q1", "A", 6 + i, "correct", "5") for i in range(2)]
     rows += [("q1", "B", i, "incorrect", "6") for i in range(6)] + [("q1", "B", 6, "no_answer", None)]
     # an item the policy solves: the gold's class is the mode, whatever the wrong answers are
     rows += [("q2", "A", i, "correct", ["4", "4.0"][i % 2]) for i in range(5)]
     rows += [("q2", "A", 5 + i, "incorrect", str(7 + i)) for i in range(3)]
-    # a tie goes to the gold
+    # a tie goes to the gold, and never flags
     rows += [("q3", "A", i, "correct" if i < 2 else "incorrect", "9" if i < 2 else "8") for i in range(4)]
     # no format-valid rollout: no modal answer, no score
     rows += [("q4", "A", i, "no_answer", None) for i in range(3)]
-    # a weak policy wrong the same way every time, with a right gold: it scores as high as a wrong gold
+    # every rollout on one wrong answer
     rows += [("q5", "A", i, "incorrect", "1") for i in range(8)]
     difficulty, _ = annotate_tables(*_tables(rows), config=AnnotateConfig(), verifier_id="v")
     got = {(r["problem_id"], r["policy_id"]): r for r in difficulty.to_pylist()}
+    uniform = GoldModel(prior=AnnotateConfig().gold_error_prior)  # fewer than MIN_FIT problems: Beta(1, 1) each
     q1a, q1b = got[(problem_id("q1"), "A")], got[(problem_id("q1"), "B")]
     assert (q1a["modal_answer"], q1a["modal_share"], q1a["modal_is_gold"]) == ("6", 0.75, False)
     assert (q1b["modal_answer"], q1b["modal_share"]) == ("6", 1.0)
-    assert q1a["gold_suspicion"] == q1b["gold_suspicion"] == suspicion(12, 14) and q1a["gold_suspect"]
+    # SQL and Python agree: pooled over A and B, 2 on the gold, 12 on "6", 14 format-valid
+    assert q1a["gold_suspicion"] == q1b["gold_suspicion"] == pytest.approx(posterior(uniform, 2, 12, 14), rel=1e-9)
     q2 = got[(problem_id("q2"), "A")]
-    assert (q2["modal_is_gold"], q2["modal_share"], q2["gold_suspicion"], q2["gold_suspect"]) == (True, 0.625, 0.0, False)
+    assert (q2["modal_is_gold"], q2["modal_share"], q2["gold_suspect"]) == (True, 0.625, False)
+    assert q2["gold_suspicion"] == pytest.approx(posterior(uniform, 5, 1, 8), rel=1e-9)
     q3 = got[(problem_id("q3"), "A")]
-    assert q3["modal_is_gold"] and q3["modal_answer"] == "9" and q3["gold_suspicion"] == 0.0
+    assert q3["modal_is_gold"] and q3["modal_answer"] == "9" and q3["gold_suspect"] is False
     q4 = got[(problem_id("q4"), "A")]
     assert (q4["modal_answer"], q4["modal_share"], q4["gold_suspicion"], q4["gold_suspect"]) == (None, None, None, None)
-    assert got[(problem_id("q5"), "A")]["gold_suspicion"] == suspicion(8, 8) and got[(problem_id("q5"), "A")]["gold_suspect"]
+    q5 = got[(problem_id("q5"), "A")]
+    assert q5["gold_suspicion"] == pytest.approx(posterior(uniform, 0, 8, 8), rel=1e-9)
+
+
+def test_the_model_is_fitted_to_the_run() -> None:
+    """Many items of a weak policy that repeats one wrong answer: the fit learns it, and such agreement flags none."""
+    rows = []
+    for j in range(3 * MIN_FIT):
+        q = f"q{j}"
+        if j % 3 == 0:  # solved now and then
+            rows += [(q, "A", i, "correct" if i < 3 else "incorrect", "1" if i < 3 else str(i)) for i in range(8)]
+        else:  # failed, the same wrong answer every time
+            rows += [(q, "A", i, "incorrect", "7") for i in range(8)]
+    difficulty, _ = annotate_tables(*_tables(rows), config=AnnotateConfig(), verifier_id="v")
+    scores = [r["gold_suspicion"] for r in difficulty.to_pylist()]
+    assert not any(r["gold_suspect"] for r in difficulty.to_pylist())
+    assert max(scores) < 0.2  # agreement is what this policy does when it fails: little evidence
 
 
 def _fake_run(n_items: int, k: int, correct_rate: float):
@@ -91,14 +121,15 @@ def _fake_run(n_items: int, k: int, correct_rate: float):
             schema("policies").from_rows(policies))
 
 
-def test_injected_wrong_golds_are_found(tmp_path: Path) -> None:
+def test_injected_wrong_golds_are_found_where_the_policy_is_strong(tmp_path: Path) -> None:
+    """k = 8 of a policy that solves most items, 3 % of the keys moved by one: found, and the score calibrated."""
     from gold_suspicion import measure
 
-    (f,) = measure(*_fake_run(40, 8, 0.85), workdir=tmp_path, draws=500)
-    assert f.eligible >= 30 and f.injected_per_draw == 2  # ceil(3 % of the eligible items)
-    assert f.tp + f.fn == 500 * 2
-    assert f.recall >= 0.8 and f.precision >= 0.9
-    assert f.false_alarm_all <= 0.05
+    f = measure(*_fake_run(60, 8, 0.85), workdir=tmp_path, draws=40)
+    assert f.eligible == f.problems == 60 and f.changed_per_draw == 2  # 3 % of 60
+    assert f.tp + f.fn == 40 * 2
+    assert f.recall >= 0.7 and f.precision >= 0.5
+    assert f.ece <= 0.05
 
 
 def _publish_with_a_suspect(root: Path) -> str:
@@ -114,7 +145,7 @@ def _publish_with_a_suspect(root: Path) -> str:
     for r in rows:
         wrong = r["problem_id"] == "p_0000000000000007"
         r.update(modal_answer="35" if wrong else None, modal_share=1.0 if wrong else None,
-                 modal_is_gold=not wrong, gold_suspicion=suspicion(8, 8) if wrong else 0.0, gold_suspect=wrong)
+                 modal_is_gold=not wrong, gold_suspicion=0.998 if wrong else 0.0, gold_suspect=wrong)
     write_table(schema("difficulty").from_rows(rows), path, name="difficulty")
     res = CliRunner().invoke(cli, ["publish", "--params", str(root / "params.yaml")], catch_exceptions=False)
     assert res.exit_code == 0, res.output
@@ -131,11 +162,12 @@ def test_published_rows_and_card_carry_the_suspects(tmp_path: Path) -> None:
     section = _publish_with_a_suspect(root)
     assert "1 of 11 items are `gold_suspect`" in section
     assert "| `p_0000000000000007` | `30` | 0.0 | 0.998 |" in section
-    ds = datasets.load_dataset(str(root / "data/published"), "default", split="train")
+    # a cache of its own: the shared one keys on the files' paths and sizes, which an earlier run may share
+    ds = datasets.load_dataset(str(root / "data/published"), "default", split="train", cache_dir=str(tmp_path / "hf"))
     kept = ds.filter(lambda r: not r["gold_suspect"])
     assert len(ds) - len(kept) == 1 and "p_0000000000000007" not in kept["problem_id"]
     per_policy = {d["policy"]: d["gold_suspicion"] for d in ds[ds["problem_id"].index("p_0000000000000007")]["difficulty"]}
-    assert per_policy["smollm2-135m-3shot"] == suspicion(8, 8)
+    assert per_policy["smollm2-135m-3shot"] == 0.998
 
 
 def test_a_hostile_gold_reaches_the_card_as_literal_text(tmp_path: Path) -> None:

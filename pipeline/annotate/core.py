@@ -64,6 +64,7 @@ class Annotation:
     detectors: list[Detector]
     opts: Any  # the detectors' knobs (pipeline.annotate.detectors.flag_options_model)
     counts: FlagCounts = field(default_factory=lambda: FlagCounts({}, {}))
+    gold_model: gold_suspicion.GoldModel | None = None  # behind difficulty.gold_suspicion
 
     @property
     def n_groups(self) -> int:
@@ -113,7 +114,8 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
                    FILTER (WHERE v.thinking_closed IS NOT NULL) AS unfinished_thinking_rate
         FROM _v v JOIN rollouts r USING (problem_id, policy_id, sample_idx)
         GROUP BY ALL""")
-    gold_suspicion.prepare(con, samples="_v", threshold=config.gold_suspicion_threshold)  # -> _modal
+    gold_model = gold_suspicion.prepare(con, samples="_v", threshold=config.gold_suspicion_threshold,
+                                        prior=config.gold_error_prior)  # -> _modal
     pairs = con.execute("SELECT DISTINCT n, n_correct FROM _groups ORDER BY ALL").fetchall()
     con.register("_lut_arrow", _lut(pairs, config))
     con.execute("CREATE OR REPLACE TEMP TABLE _lut AS SELECT * FROM _lut_arrow")
@@ -138,7 +140,7 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
         SELECT v.problem_id, v.policy_id, v.sample_idx, v.status, v.extracted, p.question, g.n, g.n_correct,
                g.n_correct / g.n AS pass_rate
         FROM _v v JOIN _groups g USING (problem_id, policy_id) JOIN _problems p USING (problem_id)""")
-    return Annotation(con, config, verifier_id, detectors, opts)
+    return Annotation(con, config, verifier_id, detectors, opts, gold_model=gold_model)
 
 
 def _rollout_samples_sql(rollouts: str) -> str:

@@ -1,36 +1,46 @@
-"""Answer-key suspicion: when a policy's rollouts agree on one answer that is not the gold, the gold may be wrong.
+"""Answer-key suspicion: the probability that a problem's gold is wrong, given every policy's rollouts.
 
 Per (problem, policy), over the *format-valid* rollouts (verdict ``correct`` or ``incorrect``: an answer was read
-and graded; ``no_answer``, ``timeout`` and ``error`` are left out):
+and graded; ``no_answer``, ``timeout`` and ``error`` are left out), answers are put in classes: every ``correct``
+rollout is in the gold's class (math-verify said it equals the gold), every ``incorrect`` one in the class of its
+extracted answer's normalised form (:data:`NORMALISED_SQL`). ``modal_answer`` is the biggest class (the gold's class
+wins a tie), shown as its most frequent extracted text, ``modal_share`` its share, ``modal_is_gold`` whether it is
+the gold's class.
 
-- answers are put in classes: every ``correct`` rollout is in the gold's class (math-verify said it equals the
-  gold, so the verifier's own equivalence decides), every ``incorrect`` one in the class of its extracted answer's
-  normalised form (:data:`NORMALISED_SQL`: case, spaces, ``$``, ``\\left``/``\\right``, thin spaces,
-  ``\\dfrac``/``\\tfrac``, thousands separators, a trailing ``.`` and ``.0`` removed);
-- ``modal_answer`` is the biggest class (the gold's class wins a tie), shown as its most frequent extracted text;
-  ``modal_share`` its share of the format-valid rollouts; ``modal_is_gold`` whether it is the gold's class;
-- ``gold_suspicion`` is 0 when the modal answer is the gold, else the posterior probability (uniform prior) that
-  the modal wrong answer is the majority answer, with that answer's count ``m`` and the format-valid count ``v``
-  pooled over every policy that measured the problem: ``P(Binomial(v + 1, 1/2) <= m)`` (:func:`suspicion`).
-  Many rollouts agreeing raise it (8 of 8: 0.998; 4 of 4: 0.97; 1 of 1: 0.75), rollouts that reach the gold
-  lower it (4 of 8: 0.5), a second policy giving the same wrong answer raises it again (6 of 8 and 6 of 8: 0.98);
-  a second policy that finds the gold lowers it. Null when no rollout was format-valid.
-- ``gold_suspect`` is ``gold_suspicion >= annotate.gold_suspicion_threshold``.
+``gold_suspicion`` is a posterior probability, the same on every row of a problem. Pooled over the policies that
+measured it, the problem has ``v`` format-valid rollouts: ``c`` on the gold, ``m`` on the biggest wrong class,
+``r`` elsewhere. Two hypotheses, each a model fitted to the run's own data (:class:`GoldModel`):
 
-It cannot tell a wrong gold from a policy that is wrong the same way every time: a weak policy's confident
-mistakes on items it cannot solve score as high as a wrong gold (docs/tables.md measures how often).
+- **the key is right** (prior ``1 - annotate.gold_error_prior``): ``c`` of ``v`` reach it at the problem's pass
+  rate ``p ~ Beta(alpha, beta)``, and the wrong rollouts gather on one wrong answer with a share
+  ``q ~ Beta(a, b)``: how consistently these policies repeat one wrong answer on the problems they fail;
+- **the key is wrong** (prior ``annotate.gold_error_prior``, 3 %: public audits of GSM8K and MATH found a few per
+  cent of wrong keys): the biggest wrong class is the true answer, reached ``m`` of ``v`` times at the same
+  ``p``, and the key is one wrong answer among others, hit by a share ``Beta(1, KEY_MISS)`` (mean 5 %) of the
+  other rollouts.
+
+``alpha, beta`` are fitted by maximum likelihood (beta-binomial, a grid) to every problem's ``(c, v)``, ``a, b`` to
+``(m, v - c)`` where two or more rollouts are wrong; with fewer than :data:`MIN_FIT` problems a uniform Beta(1, 1)
+stands in. Pooling treats the policies' rollouts as draws around one pass rate and one wrong-answer share, so
+two checkpoints that repeat each other's mistakes raise the fitted ``q`` and with it what agreement can explain:
+they count as correlated witnesses, not independent ones. The posterior is
+``prior * L_wrong / (prior * L_wrong + (1 - prior) * L_right)``; 0 when no rollout is wrong, null when none is
+format-valid. ``gold_suspect``: the posterior at or above ``annotate.gold_suspicion_threshold`` and more rollouts
+on the wrong answer than on the gold (``m > c``: a tie never flags).
+
+It still cannot tell a wrong key from a policy that is confidently wrong the same way where it usually succeeds;
+the sum of the posteriors is the number of wrong keys the model expects (over the flagged problems: among them),
+which ``passband summary``, the report and the card print beside the count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from fractions import Fraction
-from math import comb
+from dataclasses import dataclass
+from math import exp, lgamma, log
 
 import duckdb
-import pyarrow as pa
 
-__all__ = ["NORMALISED_SQL", "classes_sql", "prepare", "suspicion"]
+__all__ = ["MIN_FIT", "NORMALISED_SQL", "GoldModel", "classes_sql", "fit", "posterior", "prepare"]
 
 # the normalised form of an extracted answer, in DuckDB (``{x}``: the column)
 NORMALISED_SQL = r"""(CASE
@@ -39,16 +49,90 @@ NORMALISED_SQL = r"""(CASE
         '\s+|\\?\$|\\left|\\right|\\displaystyle|\\[!,;]', '', 'g'), '\\[dt]frac', '\\frac', 'g'),
         '(\.0+)?\.?$', '')""")
 
+MIN_FIT = 20  # problems a Beta needs to be fitted; fewer: Beta(1, 1)
+SAME_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+KEY_MISS = 19.0  # a wrong key's share of the other rollouts ~ Beta(1, KEY_MISS): mean 5 %
+# the fit's grid: mean 0.01..0.99, concentration 10^-1..10^3 (41 steps)
+GRID_SQL = """SELECT mu * s AS a, (1 - mu) * s AS b FROM (SELECT i / 100.0 AS mu FROM range(1, 100) t(i))
+              CROSS JOIN (SELECT pow(10, -1 + j / 10.0) AS s FROM range(0, 41) t(j))"""
 
-def suspicion(m: int, v: int) -> float:
-    """``P(theta > 1/2)`` for ``theta ~ Beta(m + 1, v - m + 1)``, exactly: ``P(Binomial(v + 1, 1/2) <= m)``.
 
-        >>> suspicion(4, 8), suspicion(8, 8), round(suspicion(1, 1), 2)
-        (0.5, 0.998046875, 0.75)
+def _lbb(k: str, n: str, a: str, b: str) -> str:
+    """SQL: the log beta-binomial probability of ``k`` of ``n`` (without the binomial coefficient, which cancels)."""
+    return (f"(lgamma({a} + {k}) + lgamma({b} + {n} - {k}) - lgamma({a} + {b} + {n})"
+            f" - lgamma({a}) - lgamma({b}) + lgamma({a} + {b}))")
+
+
+def _lbb_py(k: int, n: int, a: float, b: float) -> float:
+    return (lgamma(a + k) + lgamma(b + n - k) - lgamma(a + b + n) - lgamma(a) - lgamma(b) + lgamma(a + b))
+
+
+@dataclass(frozen=True)
+class GoldModel:
+    """The fitted model behind ``gold_suspicion`` (written to the annotate metrics)."""
+
+    prior: float  # P(the key is wrong) before the rollouts
+    alpha: float = 1.0  # the pass-rate prior Beta(alpha, beta)
+    beta: float = 1.0
+    a: float = 1.0  # the wrong rollouts' share on one wrong answer: 1 with probability ``same``, else Beta(a, b)
+    b: float = 1.0
+    same: float = 0.0
+    fitted_pass_rate: int = 0  # problems each Beta was fitted on (0: Beta(1, 1))
+    fitted_agreement: int = 0
+
+    def log_odds_sql(self, c: str, m: str, v: str) -> str:
+        r = f"({v} - {c} - {m})"
+        wrong = _lbb(m, v, repr(self.alpha), repr(self.beta)) + " + " + _lbb(c, f"({c} + {r})", "1.0", repr(KEY_MISS))
+        right = _lbb(c, v, repr(self.alpha), repr(self.beta)) + " + " + _agree_sql(m, r, self.same, self.a, self.b)
+        return f"({log(self.prior / (1 - self.prior))!r} + {wrong} - ({right}))"
+
+
+def posterior(model: GoldModel, c: int, m: int, v: int) -> float:
+    """P(the key is wrong | c of v rollouts on it, m on the biggest wrong answer), as :func:`prepare` computes it.
+
+        >>> model = GoldModel(prior=0.03, alpha=4.0, beta=1.0, a=1.0, b=1.0)  # a policy that solves most problems
+        >>> round(posterior(model, 0, 8, 8), 2), round(posterior(model, 4, 4, 8), 4), posterior(model, 8, 0, 8)
+        (0.98, 0.0, 0.0)
     """
-    if not 0 <= m <= v:
-        raise ValueError(f"agreeing rollouts {m} must lie in 0..{v}")
-    return float(Fraction(sum(comb(v + 1, j) for j in range(m + 1)), 2 ** (v + 1)))
+    if min(c, m) < 0 or c + m > v:
+        raise ValueError(f"counts c={c}, m={m} must fit in v={v}")
+    if m == 0:
+        return 0.0
+    r = v - c - m
+    agree = log(max(1e-300, (model.same if r == 0 else 0.0) + (1 - model.same) * exp(_lbb_py(m, m + r, model.a, model.b))))
+    x = (log(model.prior / (1 - model.prior)) + _lbb_py(m, v, model.alpha, model.beta) + _lbb_py(c, c + r, 1.0, KEY_MISS)
+         - _lbb_py(c, v, model.alpha, model.beta) - agree)
+    return 1 / (1 + exp(-min(700.0, max(-700.0, x))))
+
+
+def _agree_sql(m: str, r: str, same, a, b) -> str:
+    """SQL: the log probability, with the key right, that ``m`` of ``m + r`` wrong rollouts give one wrong answer."""
+    return (f"ln(greatest(1e-300, CASE WHEN {r} = 0 THEN {same} ELSE 0.0 END"
+            f" + (1 - {same}) * exp({_lbb(m, f'({m} + {r})', a, b)})))")
+
+
+def _fit_beta(con: duckdb.DuckDBPyConnection, points: str, *, same: bool = False) -> tuple[float, float, float, int]:
+    """Maximum-likelihood Beta(a, b) of a beta-binomial over ``points`` (a relation of ``k, n``) on the grid; with
+    ``same``, mixed with a point mass at 1 of weight :data:`SAME_GRID` (all ``n`` at once, as ``k = n``)."""
+    n_points = con.execute(f"SELECT count(*) FROM ({points})").fetchone()[0]
+    if n_points < MIN_FIT:
+        return 1.0, 1.0, 0.0, 0
+    weights = SAME_GRID if same else (0.0,)
+    a, b, lam = con.execute(f"""
+        WITH pts AS (SELECT k, n, count(*) AS w FROM ({points}) GROUP BY ALL),
+        grid AS (SELECT g.a, g.b, l.lam FROM ({GRID_SQL}) g CROSS JOIN (SELECT unnest({list(weights)!r}) AS lam) l)
+        SELECT g.a, g.b, g.lam FROM grid g, pts
+        GROUP BY g.a, g.b, g.lam ORDER BY sum(w * {_agree_sql('k', '(n - k)', 'g.lam', 'g.a', 'g.b')}) DESC,
+                                          g.lam, g.a, g.b LIMIT 1""").fetchone()
+    return float(a), float(b), float(lam), int(n_points)
+
+
+def fit(con: duckdb.DuckDBPyConnection, pooled: str, *, prior: float) -> GoldModel:
+    """The :class:`GoldModel` of the problems in ``pooled`` (a relation of ``c, m, v`` per problem)."""
+    alpha, beta, _, n1 = _fit_beta(con, f"SELECT c AS k, v AS n FROM {pooled} WHERE v > 0")
+    a, b, same, n2 = _fit_beta(con, f"SELECT m AS k, v - c AS n FROM {pooled} WHERE v - c >= 2", same=True)
+    return GoldModel(prior=prior, alpha=alpha, beta=beta, a=a, b=b, same=same, fitted_pass_rate=n1,
+                     fitted_agreement=n2)
 
 
 def classes_sql(samples: str) -> str:
@@ -61,9 +145,11 @@ def classes_sql(samples: str) -> str:
         FROM {samples} WHERE status IN ('correct', 'incorrect') GROUP BY ALL"""
 
 
-def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float) -> None:
+def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float, prior: float,
+            model: GoldModel | None = None) -> GoldModel:
     """Create ``_modal`` (problem_id, policy_id, modal_answer, modal_share, modal_is_gold, gold_suspicion,
-    gold_suspect) from the verdict rows in ``samples``."""
+    gold_suspect) from the verdict rows in ``samples``; the model is fitted on them unless ``model`` is given.
+    Returns the model used."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _classes AS {classes_sql(samples)}")
     con.execute("""CREATE OR REPLACE TEMP TABLE _mode AS
         SELECT * FROM (
@@ -71,28 +157,25 @@ def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float) -
                    row_number() OVER (PARTITION BY problem_id, policy_id
                                       ORDER BY n_class DESC, answer_class IS NULL DESC, answer_class) AS rank
             FROM _classes) WHERE rank = 1""")
-    # the wrong modal answer's count and the format-valid count, over every policy that measured the problem
+    # per problem, over every policy that measured it: format-valid v, on the gold c, on the biggest wrong class m
     con.execute("""CREATE OR REPLACE TEMP TABLE _pooled AS
-        SELECT m.problem_id, m.policy_id,
-               (SELECT coalesce(sum(c.n_class), 0) FROM _classes c
-                WHERE c.problem_id = m.problem_id AND c.answer_class = m.answer_class)::BIGINT AS m,
-               (SELECT sum(c.n_class) FROM _classes c WHERE c.problem_id = m.problem_id)::BIGINT AS v
-        FROM _mode m WHERE m.answer_class IS NOT NULL""")
-    pairs = con.execute("SELECT DISTINCT m, v FROM _pooled").fetchall()
-    con.register("_suspicion_lut", _lut(pairs))
+        WITH per_class AS (SELECT problem_id, answer_class, sum(n_class)::BIGINT AS n FROM _classes GROUP BY ALL),
+        top AS (SELECT problem_id, max(n) AS m FROM per_class WHERE answer_class IS NOT NULL GROUP BY ALL)
+        SELECT problem_id, sum(n)::BIGINT AS v, coalesce(sum(n) FILTER (WHERE answer_class IS NULL), 0)::BIGINT AS c,
+               coalesce(any_value(top.m), 0)::BIGINT AS m
+        FROM per_class LEFT JOIN top USING (problem_id) GROUP BY problem_id""")
+    model = model or fit(con, "_pooled", prior=prior)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _modal AS
+        WITH score AS (
+            SELECT problem_id, m > c AS outnumbers,
+                   CASE WHEN m = 0 THEN 0.0
+                        ELSE 1 / (1 + exp(-least(700.0, greatest(-700.0, {model.log_odds_sql('c', 'm', 'v')})))) END
+                     AS gold_suspicion
+            FROM _pooled)
         SELECT m.problem_id, m.policy_id, m.shown AS modal_answer, m.n_class / m.n_valid AS modal_share,
-               m.answer_class IS NULL AS modal_is_gold,
-               CASE WHEN m.answer_class IS NULL THEN 0.0 ELSE s.gold_suspicion END AS gold_suspicion,
-               coalesce(s.gold_suspicion, 0.0) >= {float(threshold)!r} AS gold_suspect
-        FROM _mode m LEFT JOIN _pooled p USING (problem_id, policy_id)
-        LEFT JOIN _suspicion_lut s USING (m, v)""")
-    con.unregister("_suspicion_lut")
+               m.answer_class IS NULL AS modal_is_gold, s.gold_suspicion,
+               s.gold_suspicion >= {float(threshold)!r} AND s.outnumbers AS gold_suspect
+        FROM _mode m JOIN score s USING (problem_id)""")
     for t in ("_classes", "_mode", "_pooled"):
         con.execute(f"DROP TABLE {t}")
-
-
-def _lut(pairs: Iterable[tuple[int, int]]) -> pa.Table:
-    pairs = list(pairs)
-    return pa.table({"m": pa.array([m for m, _ in pairs], pa.int64()), "v": pa.array([v for _, v in pairs], pa.int64()),
-                     "gold_suspicion": pa.array([suspicion(m, v) for m, v in pairs], pa.float64())})
+    return model

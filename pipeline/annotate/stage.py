@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -55,12 +55,14 @@ class AnnotateResult:
     detector_errors: dict[str, int] = field(default_factory=dict)  # detector -> rows it raised on (detector_error flags)
     reused_groups: int = 0  # groups whose stored flags were kept (incremental)
     rerun_detectors: list[str] = field(default_factory=list)  # detectors rerun on those too (their code or knobs changed)
+    answer_keys: dict = field(default_factory=dict)  # gold_suspicion's fitted model, the suspects, the expected wrong keys
 
     def stats(self) -> RunStats:
         stats = RunStats.of({"verifier_id": self.verifier_id, "problems": self.groups, "rollouts": self.samples,
                              "flags": self.flags, "bands": self.bands, "mean_pass_rate": self.mean_pass_rate,
                              "flag_rates": self.flag_rates, "detector_errors": self.detector_errors,
-                             "reused_groups": self.reused_groups, "rerun_detectors": self.rerun_detectors})
+                             "reused_groups": self.reused_groups, "rerun_detectors": self.rerun_detectors,
+                             "answer_keys": self.answer_keys})
         return stats.add_time("seconds", self.seconds)
 
     def metrics(self) -> dict:
@@ -239,9 +241,18 @@ def _summary(con: duckdb.DuckDBPyConnection, ann: Annotation, diff_path: Path, n
     groups, samples, mean_pass = con.execute("SELECT count(*), coalesce(sum(n), 0), avg(pass_rate) FROM read_parquet(?)",
                                              [str(diff_path)]).fetchone()
     fired = dict(con.execute("SELECT flag, count(*) FROM _hits GROUP BY 1").fetchall())
+    # per problem (the score is the same on each of its rows): how many suspect, how many wrong keys expected
+    problems, suspect, expected, expected_suspect = con.execute("""
+        SELECT count(*), count(*) FILTER (WHERE suspect), coalesce(sum(p), 0), coalesce(sum(p) FILTER (WHERE suspect), 0)
+        FROM (SELECT problem_id, any_value(gold_suspicion) AS p, bool_or(gold_suspect) AS suspect
+              FROM read_parquet(?) WHERE gold_suspicion IS NOT NULL GROUP BY problem_id)""", [str(diff_path)]).fetchone()
+    model = asdict(ann.gold_model) if ann.gold_model is not None else None
+    keys = {"problems_scored": problems, "suspect": suspect, "expected_wrong_keys": round(expected, 3),
+            "expected_wrong_among_suspect": round(expected_suspect, 3), "model": model}
     return AnnotateResult(
         verifier_id=ann.verifier_id, groups=groups, samples=samples, flags=n_hits,
         bands={b: bands.get(b, 0) for b in BANDS},
         mean_pass_rate=round(mean_pass, 6) if mean_pass is not None else None,
         flag_rates={d.name: round(fired.get(d.name, 0) / samples, 6) if samples else 0.0 for d in ann.detectors},
+        answer_keys=keys,
     )

@@ -524,6 +524,7 @@ def _suspect_golds(dataset: Dataset) -> list[str]:
     """The items whose answer key the primary policy's rollouts doubt (``gold_suspect``), and how to drop them."""
     cols = ["problem_id", "answer", "pass_rate", "gold_suspicion", "gold_suspect"]
     items = suspect = 0
+    expected = expected_suspect = 0.0  # the wrong keys the score expects: in the set, among the flagged items
     top: list[dict] = []  # the most suspect so far, at most SUSPECTS_SHOWN
 
     def order(r: dict) -> tuple:
@@ -532,19 +533,25 @@ def _suspect_golds(dataset: Dataset) -> list[str]:
     for rows in dataset.configs[DEFAULT_CONFIG].values():
         items += rows.num_rows
         for batch in rows.batches(cols):
-            hits = pa.Table.from_batches([batch]).filter(pc.field("gold_suspect")).to_pylist()
+            table = pa.Table.from_batches([batch])
+            expected += pc.sum(table.column("gold_suspicion")).as_py() or 0.0
+            hits = table.filter(pc.field("gold_suspect")).to_pylist()
             suspect += len(hits)
+            expected_suspect += sum(r["gold_suspicion"] for r in hits)
             top = sorted(top + hits, key=order)[:SUSPECTS_SHOWN]
     shown = [[_code(r['problem_id']), _code(r['answer']), r['pass_rate'], round(r['gold_suspicion'], 3)] for r in top]
     return [
         "## Suspect answer keys",
         "",
-        f"{suspect} of {items} items are `gold_suspect`: the primary policy's rollouts agree on one answer",
-        "that is not the gold (`gold_suspicion`, the posterior probability that their majority answer is not the",
-        "gold, pooled over every policy that measured the item, at or above its threshold). Such an item may be",
-        "unsolved because its answer key is wrong, not because it is hard. A weak policy that makes the same",
-        "mistake every time scores as high, so check them before you trust it; to drop them:",
-        "`ds.filter(lambda r: not r[\"gold_suspect\"])`.",
+        f"{suspect} of {items} items are `gold_suspect`: more of the rollouts agree on one answer that is not the gold",
+        "than reach the gold, and `gold_suspicion`, the probability that the key is wrong given every policy's",
+        "rollouts (a model fitted to this run's own answers, with a prior of a few per cent of wrong keys), is at or",
+        f"above its threshold. The score expects {expected:.1f} wrong keys in these {items} items and "
+        f"{expected_suspect:.1f} among the flagged ones"
+        + (f" ({expected_suspect / expected:.0%} of them)." if expected > 0 else "."),
+        "Where the policies are weak or sampled once, agreement on a wrong answer is common and proves little,",
+        "so few items can be flagged: the expected wrong keys are then spread thinly over items the rollouts",
+        "cannot single out. To drop the flagged items: `ds.filter(lambda r: not r[\"gold_suspect\"])`.",
         "",
         *([_table(["problem_id", "gold", "pass_rate", "gold_suspicion"], shown), ""] if shown else []),
     ]

@@ -254,8 +254,10 @@ def overview(s: Summary, *, links: dict[str, int], max_rollouts: int) -> str:
         s.flagged_correct, [("problem_id", "problem"), ("policy", "policy"), ("band", "band"), ("n_correct", "correct"),
                             ("flagged_share", "flagged share"), ("flags_seen", "flags")],
         view="flagged_correct", links=links, empty="no correct rollout carries a shortcut flag"))
-    golds = (f'<p class="totals" data-suspect-golds="{t["suspect_golds"]}">{t["suspect_golds"]} problems with a '
-             "suspect gold</p>" + table(
+    golds = (f'<p class="totals" data-suspect-golds="{t["suspect_golds"]}">{t["suspect_golds"]} of {t["scored"]} '
+             f"scored problems with a suspect gold; the score expects {t['expected_among_suspect']:.2f} wrong keys "
+             f"among them and {t['expected_wrong_keys']:.2f} in all. <code>passband golds --out queue.csv</code> "
+             "writes them as a review queue.</p>" + table(
                  s.suspect_golds, [("problem_id", "problem"), ("policy", "policy"), ("gold_suspicion", "gold suspicion"),
                                    ("gold", "gold"), ("modal_answer", "the rollouts' answer"),
                                    ("modal_share", "its share"), ("n", "n"), ("n_correct", "correct"),
@@ -264,8 +266,9 @@ def overview(s: Summary, *, links: dict[str, int], max_rollouts: int) -> str:
                  view="suspect_golds", links=links,
                  empty="no suspect gold: no policy's rollouts agree on one answer that is not the gold"))
     parts.append(_section("golds", "Suspect answer keys", golds,
-                          "suspect_golds view: the rollouts agree on one answer that is not the gold (gold_suspicion at "
-                          "or above annotate.gold_suspicion_threshold), with the gold lint's findings; its first rows. "
+                          "suspect_golds view: gold_suspicion, the probability that the key is wrong given every "
+                          "policy's rollouts, at or above annotate.gold_suspicion_threshold and more rollouts on one "
+                          "wrong answer than on the gold; with the gold lint's findings; its first rows. "
                           "A problem id opens the item with its answer distribution; the browser's flag filter has "
                           "<i>suspect gold</i>. Review before training: a wrong key rewards the wrong answer."))
     parts.append(_section("suspicious", "Suspicious items", sus, "rare_successes, flagged_correct views and the "

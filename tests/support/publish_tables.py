@@ -140,7 +140,8 @@ def make_repo(root: Path, **publish) -> Path:
     return root
 
 
-def mark_suspect_gold(root: Path, pid: str = "p_0000000000000007", modal: str = "35") -> str:
+def mark_suspect_gold(root: Path, pid: str = "p_0000000000000007", modal: str = "35", *, score: float = 0.97,
+                      suspect: bool = True) -> str:
     """Make the primary policy's rollouts doubt ``pid``'s gold (gold_suspect, as annotate writes it when most rollouts
     agree on ``modal``, not the gold): what the report's suspect-gold section and filter show."""
     path = root / "data/difficulty/part-0.parquet"
@@ -148,7 +149,7 @@ def mark_suspect_gold(root: Path, pid: str = "p_0000000000000007", modal: str = 
     hit = 0
     for r in rows:
         if r["problem_id"] == pid and r["policy_id"] == PRIMARY_ID:
-            r.update(gold_suspicion=0.97, gold_suspect=True, modal_answer=modal, modal_share=0.875)
+            r.update(gold_suspicion=score, gold_suspect=suspect, modal_answer=modal, modal_share=0.875)
             hit += 1
     assert hit == 1, f"{pid} has no row of the primary policy"
     write_table(schema("difficulty").from_rows(rows), path, name="difficulty")
