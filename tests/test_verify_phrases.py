@@ -33,6 +33,11 @@ ENDINGS = [
     ("325", "The answer is three hundred and twenty-five.", "correct", "three hundred and twenty-five",
      ["number_words"]),
     ("4", "The answer is three boxes.", "incorrect", "three boxes", ["number_words"]),
+    # a count, then a clause about what it counts: read as digits before words are
+    ("4", "So the answer is four boxes hold neither pens nor pencils.", "correct",
+     "four boxes hold neither pens nor pencils", ["number_words"]),
+    ("5", "So the answer is four boxes hold neither pens nor pencils.", "incorrect",
+     "four boxes hold neither pens nor pencils", ["number_words"]),
     ("12\\pi", "The answer is 12π inches per second.", "correct", "12π inches per second",
      ["unicode_math", "unit_words"]),
     ("12\\pi", "The answer is $12\\pi$ inches per second.", "correct", "$12\\pi$ inches per second", ["unit_words"]),
@@ -163,6 +168,9 @@ def test_words_value(words, value):
 @pytest.mark.parametrize(("answer", "number"), [
     ("three boxes", "3"), ("Twenty-one", "21"), ("one hundred and five dollars", "105"), ("three times x", None),
     ("one of them", None), ("three more than x", None), ("four 4", None), ("apples", None),
+    ("nine students did not go on the trip", "9"), ("four more than the pens in the box", None),
+    ("three of the boxes are empty now", None), ("four boxes hold 5 pens each and more", None),
+    ("two boxes are twice as heavy as the rest", None),
 ])
 def test_number_words(answer, number):
     assert number_words(answer) == number

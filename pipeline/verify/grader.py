@@ -119,9 +119,25 @@ def has_words(gold: str) -> bool:
     return bool(_GOLD_WORD.search(_LATEX_COMMAND.sub(" ", gold)))
 
 
+# in a clause after a count, words that make the count part of a computation or a comparison ("four more than")
+_COMPUTING = frozenset(("times", "plus", "minus", "over", "divided", "more", "less", "than", "fewer", "greater",
+                        "smaller", "larger", "mod", "equals", "equal", "product", "sum", "difference", "quotient",
+                        "twice", "half", "percent", "per"))
+
+
+def _counted_clause(tail: list[str]) -> bool:
+    """A clause after a count that says what it counts: plain words only (no digit, no math), the first a noun-like
+    word that is no operation ("boxes hold neither pens nor pencils"), none computing with the count."""
+    return (_UNIT_WORD.fullmatch(tail[0]) is not None and tail[0].rstrip(".") not in _NOT_UNIT_WORDS | _MATH_WORDS
+            and all(_PROSE_WORD.match(w) and w.strip(",.;:!?").lower() not in _COMPUTING | _MATH_WORDS | NUMBER_WORDS
+                    for w in tail))
+
+
 def number_words(a: str) -> str | None:
     """``three boxes`` -> ``3``, ``one hundred and twenty`` -> ``120``: number words, then at most
-    :data:`_MAX_UNIT_WORDS` unit words (none an operation: "three times x" is no number); None otherwise."""
+    :data:`_MAX_UNIT_WORDS` unit words (none an operation: "three times x" is no number), or a longer clause of
+    plain words about the count (:func:`_counted_clause`: "four boxes hold neither pens nor pencils"); None
+    otherwise."""
     words = a.lower().replace("-", " ").split()
     k = 0
     while k < len(words) and (words[k] in NUMBER_WORDS or (words[k] == "and" and k > 0)):
@@ -129,8 +145,12 @@ def number_words(a: str) -> str | None:
     while k > 0 and words[k - 1] == "and":
         k -= 1
     tail = words[k:]
-    if k == 0 or len(tail) > _MAX_UNIT_WORDS or any(
-            not _UNIT_WORD.fullmatch(w) or w.rstrip(".") in _NOT_UNIT_WORDS | _MATH_WORDS for w in tail):
+    if k == 0:
+        return None
+    if len(tail) > _MAX_UNIT_WORDS:  # "four boxes hold neither pens nor pencils": a count, then a clause about it
+        if not _counted_clause(tail):
+            return None
+    elif any(not _UNIT_WORD.fullmatch(w) or w.rstrip(".") in _NOT_UNIT_WORDS | _MATH_WORDS for w in tail):
         return None
     value = words_value(words[:k])
     return str(value) if value is not None else None

@@ -76,7 +76,9 @@ POLICIES: dict[str, tuple[str, str]] = {
         "math-verify takes the last number: a reward that pays a doubted guess teaches guessing"),
     "number_words": (
         "against a number gold, number words (one ... nineteen, twenty ... ninety, hundred, thousand, million) "
-        "with up to four unit words after them are the number: 'three boxes' is 3",
+        "with up to four unit words after them are the number: 'three boxes' is 3; so are number words before a "
+        "clause of plain words about the count, as digits before words are (`four boxes hold neither pens nor "
+        "pencils` is 4; not when a word computes with it: `four more than ...`)",
         "math-verify reads words as a product of symbols"),
     "ordinal": (
         "against a number gold, an ordinal (`12th`, `3rd grade`, `2^{nd}`) is its number",
