@@ -213,3 +213,43 @@ def test_prose_final_is_off_by_default():
     assert extract("Therefore, the total comes to 18 dollars.", extractors=RULES) is None
     assert extract("Therefore, the total comes to 18 dollars.", extractors=[*RULES, "prose_final"]) == Extraction(
         "18", "prose_final")
+
+
+CUT = [  # (completion, cut at the token limit, status): a cut completion answers only from a final marker
+    ("the answer is 24. Next, we compute 3 + 5 = 8 and then the", True, "no_answer"),
+    ("the answer is 24. Next, we compute 3 + 5 = 8 and then the", False, "correct"),
+    ("So 24 is the answer. Let me check 3 +", True, "no_answer"),
+    ("Final answer: 24. Let me double check the", True, "correct"),
+    ("So 24 is the final answer. And then", True, "correct"),
+    ("so \\boxed{24}. Next we look at", True, "correct"),
+    ("\\boxed{24} is the final answer. \\boxed{24} is the final answer. \\boxed{", True, "correct"),
+    ("#### 24\nQ: next", True, "correct"),
+]
+
+
+@pytest.mark.parametrize(("completion", "cut", "status"), CUT)
+def test_a_cut_completion_answers_only_from_a_final_marker(completion, cut, status):
+    from pipeline.config import VerifyConfig
+    from pipeline.verify.judge import judge_batch
+
+    (j,) = judge_batch([("24", completion)], config=VerifyConfig(), cut=[cut]).judgements
+    assert j.status == status, j
+    if status == "no_answer":
+        assert policies_in(j.detail) == ["cut_unmarked"] and j.extracted == "24"  # what it read, kept to show
+
+
+def test_the_stage_reads_the_finish_reason():
+    import pyarrow as pa
+
+    from pipeline.config import VerifyConfig
+    from pipeline.verify.core import verify
+
+    text = "the answer is 24. Next, we compute 3 + 5 = 8 and then the"
+    rollouts = pa.table({"problem_id": ["p1", "p1"], "policy_id": ["a", "a"], "sample_idx": [0, 1],
+                         "completion": [text, text], "finish_reason": ["length", "stop"]})
+    problems = pa.table({"problem_id": ["p1"], "answer": ["24"]})
+    statuses = verify(rollouts, problems, config=VerifyConfig()).verdicts.column("status").to_pylist()
+    assert statuses == ["no_answer", "correct"]
+    # without the column (a hand-built table), no completion counts as cut
+    assert verify(rollouts.drop(["finish_reason"]), problems, config=VerifyConfig()).verdicts.column(
+        "status").to_pylist() == ["correct", "correct"]

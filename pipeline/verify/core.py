@@ -175,7 +175,10 @@ def verify(rollouts: pa.Table, problems: pa.Table, *, config: VerifyConfig,
     pairs = [(gold_of[pid], text) for pid, text in zip(pids, rollouts.column("completion").to_pylist(), strict=True)]
     modes = modes or {}
     policy_modes = [modes.get(p, config.thinking) for p in rollouts.column("policy_id").to_pylist()]
-    batch = judge_batch(pairs, config=config, on_done=on_done, modes=policy_modes)
+    # cut at the token limit: answered only by an explicit final marker (a table without the column: none is cut)
+    cut = ([f == "length" for f in rollouts.column("finish_reason").to_pylist()]
+           if "finish_reason" in rollouts.column_names else None)
+    batch = judge_batch(pairs, config=config, on_done=on_done, modes=policy_modes, cut=cut)
     js = batch.judgements
 
     if config.raise_on_error:

@@ -260,6 +260,27 @@ def answer_phrases(completion: str, *, last: int | None = None, doubt: bool = Tr
     return found
 
 
+_IS_FINAL = re.compile(r"(?i)[\s$*]*+(?:is|was)\s++(?:the|my|our)\s++final\s++answer\b")
+MARKED_EXTRACTORS = frozenset(("boxed", "gsm8k"))  # a \boxed{} or a "####" line is marked final by itself
+
+
+def marked_final(found: Extraction, completion: str) -> bool:
+    """Whether an extraction comes from an explicit final marker: a box, a ``####`` line, or an answer phrase that
+    says "final" ("Final answer: 7", "the final answer is 7"). A completion cut at the token limit answers only
+    this way: what it stated along the way may be a step it was still checking."""
+    if found.extractor in MARKED_EXTRACTORS or _BOX_OPEN.search(found.answer):
+        return True  # a box, or a phrase whose answer is a box ("the answer is \\boxed{1}")
+    if found.extractor == "is_the_answer":  # "24 is the final answer"
+        at = completion.rfind(found.answer)
+        return at >= 0 and _IS_FINAL.match(completion, at + len(found.answer)) is not None
+    if found.extractor != "answer_is":
+        return False
+    for m, (answer, _) in reversed(answer_phrases(completion, last=MAX_PHRASES)):
+        if answer is not None:  # the phrase answer_is read
+            return m.group("final") is not None
+    return False
+
+
 def strip_emphasis(text: str) -> str:
     """Markdown bold/underline markers removed: ``So the final answer is **47**.`` reads as ``... is 47.``"""
     return _EMPHASIS.sub("", text) if "**" in text or "__" in text else text

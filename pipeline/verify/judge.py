@@ -48,7 +48,7 @@ from typing import Any
 
 from pipeline.config import ConfigError, VerifyConfig, parse_options
 from pipeline.thinking import MODES, UNFINISHED, answer_section
-from pipeline.verify.extract import extract, get_extractor, refused
+from pipeline.verify.extract import extract, get_extractor, marked_final, refused
 from pipeline.verify.grader import STATUSES, Grade, GradeOptions, fast_grade
 from pipeline.verify.policies import detail_with, with_policies
 from pipeline.verify.pool import shared_pool
@@ -118,14 +118,22 @@ def grade_options(config: VerifyConfig) -> GradeOptions:
     return parse_options(GradeOptions, config.options, where="verify.options")
 
 
+CUT_UNMARKED = "cut at the token limit, and the answer is not marked final (\\boxed{}, ####, 'final answer')"
+
+
 def judge_batch(pairs: Sequence[tuple[str, str]], *, config: VerifyConfig, workers: int | None = None,
-                on_done: Callable[[int], None] | None = None, modes: Sequence[str] | None = None) -> JudgedBatch:
+                on_done: Callable[[int], None] | None = None, modes: Sequence[str] | None = None,
+                cut: Sequence[bool] | None = None) -> JudgedBatch:
     """The work behind :func:`judge_many` (and the verify stage): ``on_done(n)`` as n more pairs are judged.
-    ``modes``: each pair's thinking mode (None: ``config.thinking`` for all)."""
+    ``modes``: each pair's thinking mode (None: ``config.thinking`` for all). ``cut``: whether each completion was
+    cut at the token limit (finish_reason ``length``): such a one answers only from an explicit final marker
+    (:func:`~pipeline.verify.extract.marked_final`; else ``no_answer``, policy ``cut_unmarked``)."""
     options = grade_options(config)
     n = len(pairs)
     if modes is not None and len(modes) != n:
         raise ValueError(f"{len(modes)} thinking modes for {n} pairs")
+    if cut is not None and len(cut) != n:
+        raise ValueError(f"{len(cut)} finish flags for {n} pairs")
     extracted: list[str | None] = [None] * n
     extractor: list[str | None] = [None] * n
     used: list[tuple[str, ...]] = [()] * n  # the policies each extraction used (named before the grade's own)
@@ -145,6 +153,10 @@ def judge_batch(pairs: Sequence[tuple[str, str]], *, config: VerifyConfig, worke
             continue
         extractor[i] = found.extractor
         used[i] = found.policies
+        if cut is not None and cut[i] and not marked_final(found, section.text):
+            extracted[i] = found.answer[: config.max_answer_chars]
+            grades[i] = Grade("no_answer", detail_with(("cut_unmarked",), CUT_UNMARKED))
+            continue
         if len(found.answer) > config.max_answer_chars:
             extracted[i] = found.answer[: config.max_answer_chars]
             grades[i] = Grade("no_answer", f"answer has {len(found.answer)} characters (cap {config.max_answer_chars})")

@@ -74,6 +74,12 @@ POLICIES: dict[str, tuple[str, str]] = {
         "'I'm not sure', 'that can't be right', 'hmm') and never reaffirms (no later sentence names the value and "
         "says it holds) states no answer, and no earlier phrase counts: the verdict is no_answer",
         "math-verify takes the last number: a reward that pays a doubted guess teaches guessing"),
+    "cut_unmarked": (
+        "a completion cut at the token limit (finish_reason `length`) answers only from an explicit final marker: "
+        "a \\boxed{}, a `####` line or a 'final answer' phrase; an answer phrase or a number stated along the way "
+        "is no_answer",
+        "math-verify takes the last number of whatever text there is: a run cut inside a loop of checking is paid "
+        "for a value it had not settled on"),
     "number_words": (
         "against a number gold, number words (one ... nineteen, twenty ... ninety, hundred, thousand, million) "
         "with up to four unit words after them are the number: 'three boxes' is 3; so are number words before a "

@@ -150,7 +150,7 @@ def pending_chunks(shards: list[tuple[Path, pa.Table | None, int]], problems: pa
     shard's in-scope rows in its own order when nothing was done, else its pending keys' rows in key order."""
     parts, n = [], 0
     for path, keys, _ in shards:
-        table = read_shard(path, name="rollouts", columns=[*KEY, "completion"])
+        table = read_shard(path, name="rollouts", columns=[*KEY, "completion", "finish_reason"])
         if keys is None:
             table, _ = in_scope(table, problems)
         else:
