@@ -158,7 +158,7 @@ PARAMS = {"ingest": {"sources": [{"name": "t", "kind": "synthetic"}]}, "policies
 
 def test_verify_stage_takes_modes_from_the_policies_table_and_upgrades_old_shards(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(PARAMS))
-    text = "6*7 = 42. The answer is 42."
+    text = "6*7 = 42. The final answer is 42."  # cut at the token limit (the helper's rows): marked final, it answers
     problems, rollouts = _tables({"pol_r1": text, "pol_plain": text})
     write_table(problems, tmp_path / "data/problems/part-0.parquet", name="problems")
     write_table(rollouts, tmp_path / "data/rollouts/part-0.parquet", name="rollouts")
