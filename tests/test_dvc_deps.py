@@ -40,6 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 from import_graph import REPO, ROOT_PACKAGE, loaded_modules, module_file
 
 DVC_FILES = ("dvc.yaml", "experiments/band_value/dvc.yaml")
+# The params loader and the CLI option that calls it: every subcommand loads params.yaml through them, and they import
+# every registry (engines, source kinds, presets, extractors, detectors, methods, layouts) to check each name when the
+# params load, before any work. Checking a name shapes no output, so a stage depends on these two files but not on
+# the registries they import for it: editing a detector re-runs annotate and what reads its tables, not ingest.
+NAME_CHECKS = frozenset(("pipeline.cli_options", "pipeline.params_loader"))
 
 # The files under pipeline/ that are not Python, and the module that reads each (a folder: every file in it).
 DATA_READERS: dict[str, tuple[str, ...]] = {
@@ -78,7 +83,7 @@ def needed_files(entry: str) -> frozenset[str]:
     experiment's own package run from the working tree (a folder: :func:`package_files`)."""
     if "/" in entry:
         return package_files(entry)
-    files = {module_file(m).relative_to(REPO).as_posix() for m in loaded_modules(entry)}
+    files = {module_file(m).relative_to(REPO).as_posix() for m in loaded_modules(entry, leaves=NAME_CHECKS)}
     for f in list(files):
         files |= set(DATA_READERS.get(f, ()))
         files |= schema_files(REPO / f)

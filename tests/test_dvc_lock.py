@@ -101,6 +101,15 @@ def test_an_edit_without_a_new_lock_is_found(tmp_path):
     assert all("pipeline/bands.py modified" in line for line in found) and len(found) == 14
     bands.write_text(bands.read_text().removesuffix("\n# an edit\n"))
     assert stale(root) == []
+    # one detector: annotate and what reads its tables re-run, not ingest, the model, rollout or verify (the params
+    # loader imports every registry to check names, which shapes no output: tests/test_dvc_deps.py)
+    detector = root / "pipeline/annotate/detectors/answer_repetition.py"
+    detector.write_text(detector.read_text() + "\n# an edit\n")
+    rerun = {line.split(":")[0] for line in stale(root)}
+    assert {"annotate", "annotate_reformulated"} <= rerun
+    assert not rerun & {"ingest", "prepare_model", "rollout", "verify", "rollout_reformulated", "verify_reformulated"}
+    detector.write_text(detector.read_text().removesuffix("\n# an edit\n"))
+    assert stale(root) == []
     # a param a stage tracks, and a stage's command
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["rollout"]["k"] = 9

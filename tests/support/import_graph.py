@@ -69,8 +69,9 @@ def with_packages(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(2, len(parts) + 1)]
 
 
-def loaded_modules(entry: str, root: Path = REPO) -> set[str]:
-    """The modules of pipeline/ that importing ``entry`` and calling anything in it can load."""
+def loaded_modules(entry: str, root: Path = REPO, *, leaves: frozenset[str] = frozenset()) -> set[str]:
+    """The modules of pipeline/ that importing ``entry`` and calling anything in it can load; a module of ``leaves``
+    counts, but what it imports is not followed (unless something else imports it too)."""
     seen: set[str] = set()
     todo = [entry]
     while todo:
@@ -81,5 +82,6 @@ def loaded_modules(entry: str, root: Path = REPO) -> set[str]:
         for n in with_packages(name):
             if n not in seen and module_file(n, root):
                 seen.add(n)
-                todo.extend(imported_names(n, root))
+                if n not in leaves:
+                    todo.extend(imported_names(n, root))
     return seen
