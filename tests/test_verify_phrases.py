@@ -253,3 +253,42 @@ def test_the_stage_reads_the_finish_reason():
     # without the column (a hand-built table), no completion counts as cut
     assert verify(rollouts.drop(["finish_reason"]), problems, config=VerifyConfig()).verdicts.column(
         "status").to_pylist() == ["correct", "correct"]
+
+
+def test_a_box_loop_cut_at_the_limit_answers_with_its_repeated_box():
+    from pipeline.verify.extract import SEARCH_CHARS, extract
+
+    loop = "The area is \\boxed{\\frac{20000}{\\pi}} square meters. " * 40 + "\\boxed{\\frac{"
+    assert extract(loop, extractors=RULES) == Extraction("\\frac{20000}{\\pi}", "boxed", ("repeated_box",))
+    empties = "so " + "\\boxed{1000} \\boxed{} " * 30 + "\\boxed"
+    assert extract(empties, extractors=RULES).answer == "1000"
+    # an unclosed last box after one different closed box: no loop, no answer from the boxes
+    assert extract("\\boxed{5}. Wait, recompute: \\boxed{6}. Hmm \\boxed{", extractors=["boxed"]) is None
+    # a box before a tail of repeated tags longer than the search window
+    tail = "Thus the answer is \\(\\boxed{2}\\). <\\/think> " + "<\\/think> " * (SEARCH_CHARS // 9)
+    assert extract(tail, extractors=RULES) == Extraction("2", "boxed", ("box_before_tail",))
+
+
+@pytest.mark.parametrize(("gold", "answer", "status", "policy"), [
+    ("4e33", "4 \\times 10^{33} \\, \\text{erg/s}", "correct", "e_notation"),
+    ("1e-5", "0.00001", "correct", "e_notation"),
+    ("0.00001", "1e-5", "correct", "e_notation"),
+    ("7.353e14", "7.36 \\times 10^{14}", "incorrect", "e_notation"),
+    ("\\frac{1}{3} E_{1}+\\frac{2}{3} E_{2}", "\\frac{1}{3} E_1 + \\frac{2}{3} E_2", "correct", "same_text"),
+    ("x_{0} \\cos (\\omega t)+$ $\\dot{x}_{0} \\sin (\\omega t) / \\omega",
+     "x_0 \\cos(\\omega t) + \\frac{\\dot{x}_0}{\\omega} \\sin(\\omega t)", "correct", "gold_seam"),
+    ("E_{1},E_{2}", "E_1 \\text{ and } E_2", "correct", "and_list"),
+    ("3,4,5", "3, 4 and 5", "correct", "and_list"),
+])
+def test_real_minerva_and_math500_forms(gold, answer, status, policy):
+    from pipeline.verify.grader import grade
+
+    g = grade(gold, answer)
+    assert g.status == status and policy in policies_in(g.detail), g
+
+
+def test_and_lists_only_against_a_list_of_as_many():
+    from pipeline.verify.grader import and_list
+
+    assert and_list("3,4,5", "3 and 4") is None and and_list("12", "3 and 4") is None
+    assert and_list("(1,2),(3,4)", "(1,2) and (3,4)") == "(1,2), (3,4)"

@@ -186,6 +186,20 @@ def read_box(text: str) -> str | None:
     return clean_answer(found) if found is not None else None
 
 
+def repeated_box(text: str) -> str | None:
+    """When the last ``\\boxed{`` never closes or is empty: the content of the last non-empty closed box, if the one
+    before that states the same (a loop restating its final box until the token limit cut it); else None."""
+    try:
+        if last_boxed(text):
+            return None  # the last box closes on an answer (or there is none): not this case
+    except GoldError:
+        pass
+    boxes = _all_boxed(text)
+    if len(boxes) >= 2 and boxes[-1] == boxes[-2]:
+        return clean_answer(boxes[-1])
+    return None
+
+
 HEDGED = ("hedged_phrase",)
 DOUBTED = ("doubted_answer",)
 Read = tuple[str | None, tuple[str, ...]]  # an answer phrase's answer (None: it states none) and the policies used
@@ -286,10 +300,23 @@ def strip_emphasis(text: str) -> str:
     return _EMPHASIS.sub("", text) if "**" in text or "__" in text else text
 
 
+BOX_BEFORE_TAIL = ("box_before_tail",)
+
+
 def extract(completion: str, *, extractors: Sequence[str]) -> Extraction | None:
     """The first configured extractor that finds an answer wins (markdown emphasis removed first), in the
-    completion's last :data:`SEARCH_CHARS` characters."""
-    completion = strip_emphasis(completion[-SEARCH_CHARS:])
+    completion's last :data:`SEARCH_CHARS` characters. When none does there and the completion is longer, its last
+    closed box anywhere (``box_before_tail``): a model that boxed its answer and then repeated tags or phrases until
+    the token limit pushed the box out of the window."""
+    found = _extract(strip_emphasis(completion[-SEARCH_CHARS:]), extractors)
+    if found is None and len(completion) > SEARCH_CHARS and "boxed" in extractors:
+        boxes = _all_boxed(completion)
+        if boxes and (answer := clean_answer(boxes[-1])) is not None:
+            return Extraction(answer, "boxed", BOX_BEFORE_TAIL)
+    return found
+
+
+def _extract(completion: str, extractors: Sequence[str]) -> Extraction | None:
     for name in extractors:
         plain = get_extractor(name)  # the first read scans the rules' folder
         if name in _DETAILED:

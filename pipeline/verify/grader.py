@@ -327,6 +327,65 @@ def exact_number(text: str) -> tuple[Fraction, bool] | None:
     return None
 
 
+# a number in scientific notation: 4e33, 7.353E+14, 1e-5 (e-notation), and 4 \times 10^{33}, 6.5 \cdot 10^{-2}
+_E_NOTATION = re.compile(r"^(-?\d+(?:\.\d+)?)[eE]([+-]?\d{1,3})$")
+_TIMES_TEN = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|×|\*)\s*10\s*\^\s*\{?\s*([+-]?\d{1,3})\s*\}?$")
+# a LaTeX unit after a value: "\, \text{erg/s}", "~\mathrm{m}", " \text{ J}"
+_LATEX_UNIT = re.compile(r"(?:\s|\\[,;:! ]|~)*\\(?:text|mathrm|rm)\s*\{[^{}]*\}\s*$")
+
+
+def scientific(text: str) -> tuple[Fraction, bool] | None:
+    """``(value, in e-notation)`` of a number in scientific notation (``4e33``, ``4 \\times 10^{33}``) or a plain one
+    (:func:`exact_number`), a LaTeX unit after it dropped; None for anything else."""
+    t = _strip_dollars(_LATEX_UNIT.sub("", text.strip()).strip())
+    if m := _E_NOTATION.match(t):
+        return Fraction(m.group(1)) * Fraction(10) ** int(m.group(2)), True
+    if m := _TIMES_TEN.match(t):
+        return Fraction(m.group(1)) * Fraction(10) ** int(m.group(2)), False
+    got = exact_number(t)
+    return (got[0], False) if got is not None else None
+
+
+def e_notation_verdict(gold: str, answer: str) -> bool | None:
+    """Two numbers, one of them in e-notation (``4e33``, which math-verify reads as 4 * e * 33): equal when their
+    values are exactly equal; None when that is not the case at hand."""
+    g, a = scientific(gold), scientific(answer)
+    if g is None or a is None or not (g[1] or a[1]):
+        return None
+    return g[0] == a[0]
+
+
+# a subscript or superscript of one character in braces, and LaTeX spacing: written two ways, the same expression
+_ONE_CHAR_SCRIPT = re.compile(r"([_^])\{\s*([A-Za-z0-9])\s*\}")
+_SPACING = re.compile(r"\s+|\\[,;:! ]|\\left|\\right")
+
+
+def same_text(gold: str, answer: str) -> bool:
+    """The same expression as written, up to spacing and braces around a one-character script (``E_{1}`` and
+    ``E_1``): math-verify cannot parse some of these (``\\frac{1}{3} E_{1}+\\frac{2}{3} E_{2}``)."""
+    def canon(x: str) -> str:
+        return _SPACING.sub("", _ONE_CHAR_SCRIPT.sub(r"\1\2", x.strip().strip("$")))
+    return bool(gold.strip()) and canon(gold) == canon(answer)
+
+
+_GOLD_SEAM = re.compile(r"(?<!\\)\$\s*\$")  # "$ $" inside a gold: a formula split by its source's formatting
+_AND = re.compile(r"\s*(?:\\text\{\s*and\s*\}|\band\b)\s*")
+_TOP_COMMAS = re.compile(r",(?![^{}()\[\]]*[}\)\]])")
+
+
+def and_list(gold: str, answer: str) -> str | None:
+    """``E_1 \\text{ and } E_2`` as ``E_1, E_2`` when the gold is a comma list of as many items (``E_{1},E_{2}``);
+    None otherwise (no "and", or another count)."""
+    if "and" not in answer:
+        return None
+    items = [x for x in _AND.split(answer.replace(", and", " and")) if x.strip()]
+    parts = [x for p in items for x in _TOP_COMMAS.split(p) if x.strip()]
+    n_gold = len(_TOP_COMMAS.split(gold))
+    if len(items) < 2 or n_gold < 2 or len(parts) != n_gold:
+        return None
+    return ", ".join(x.strip() for x in parts)
+
+
 def numbers_verdict(gold: str, answer: str, options: GradeOptions = GradeOptions()) -> bool | None:
     """math-verify's verdict on two plain numbers, decided exactly and without sympy; None where only
     math-verify can say (not both plain numbers, or a decimal within its rounding of the other value).
@@ -380,6 +439,8 @@ def pre_grade(gold: str, answer: str, options: GradeOptions = GradeOptions()) ->
     same = numbers_verdict(gold, norm, options)
     if same is not None:
         return Grade("correct" if same else "incorrect", detail_with(fired))
+    if (sci := e_notation_verdict(gold, norm)) is not None:
+        return Grade("correct" if sci else "incorrect", detail_with((*fired, "e_notation")))
     return norm, fired
 
 
@@ -405,6 +466,10 @@ def grade(gold: str, answer: str, *, options: GradeOptions = GradeOptions()) -> 
     if isinstance(got, Grade):
         return got
     norm, fired = got
+    if _GOLD_SEAM.search(gold):  # "x_{0} \\cos (\\omega t)+$ $\\dot{x}_{0}": one formula cut in two by a stray "$ $"
+        gold, fired = _GOLD_SEAM.sub(" ", gold), (*fired, "gold_seam")
+    if (listed := and_list(gold, norm)) is not None:
+        norm, fired = listed, (*fired, "and_list")
     gold_parsed = parse_gold(gold)
     if not gold_parsed:
         return Grade("error", f"gold {gold[:80]!r} does not parse")
@@ -414,4 +479,6 @@ def grade(gold: str, answer: str, *, options: GradeOptions = GradeOptions()) -> 
     ok = verify(list(gold_parsed), parsed, float_rounding=options.float_rounding,
                 numeric_precision=options.numeric_precision, strict=options.strict,
                 timeout_seconds=None, raise_on_error=True)
+    if not ok and same_text(gold, norm):  # what math-verify could not parse, written the same way
+        return Grade("correct", detail_with((*fired, "same_text")))
     return Grade("correct" if ok else "incorrect", detail_with(fired))

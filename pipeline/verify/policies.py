@@ -74,6 +74,32 @@ POLICIES: dict[str, tuple[str, str]] = {
         "'I'm not sure', 'that can't be right', 'hmm') and never reaffirms (no later sentence names the value and "
         "says it holds) states no answer, and no earlier phrase counts: the verdict is no_answer",
         "math-verify takes the last number: a reward that pays a doubted guess teaches guessing"),
+    "repeated_box": (
+        "a last \\boxed{ that never closes (the token limit cut it) is no answer, unless the two closed boxes before "
+        "it state the same answer: a completion looping on its final box until it was cut answers with it",
+        "math-verify reads no box there and falls back to the last number, a fragment of the loop"),
+    "box_before_tail": (
+        "when nothing in the last 32,768 characters answers and the completion is longer, its last closed box "
+        "anywhere answers: a model that boxed its answer, then repeated tags or phrases until the token limit",
+        "math-verify reads the whole text and takes its last box too; passband searches a bounded tail first"),
+    "e_notation": (
+        "a number in e-notation (`4e33`, `1e-5`), in the gold or the answer, is that number: compared exactly with "
+        "the other side's value (`4 \\times 10^{33}`, `0.00001`; a LaTeX unit such as `\\, \\text{erg/s}` after it "
+        "dropped)",
+        "math-verify reads `4e33` as 4 * e * 33 and `1e-5` as e - 5 (Euler's number)"),
+    "same_text": (
+        "an answer written as the gold is, up to spacing and braces around a one-character sub- or superscript "
+        "(`E_1` and `E_{1}`), is correct",
+        "math-verify cannot parse some such expressions (`\\frac{1}{3} E_{1}+\\frac{2}{3} E_{2}`) and then "
+        "compares the raw strings"),
+    "gold_seam": (
+        "a gold with a stray `$ $` inside (`x_{0} \\cos (\\omega t)+$ $\\dot{x}_{0} ...`, a formula its source split "
+        "in two) is read as the one formula it is",
+        "math-verify reads the two halves as two math regions and compares the answer with one of them"),
+    "and_list": (
+        "an answer listing its items with 'and' (`E_1 \\text{ and } E_2`, `3, 4 and 5`) against a gold that is a comma "
+        "list of as many items is read as that comma list",
+        "math-verify reads 'and' as symbols (a*n*d) inside one expression"),
     "cut_unmarked": (
         "a completion cut at the token limit (finish_reason `length`) answers only from an explicit final marker: "
         "a \\boxed{}, a `####` line or a 'final answer' phrase; an answer phrase or a number stated along the way "
