@@ -62,6 +62,20 @@ GOLDEN = [
     ("(2, 8)", "Find the smallest and largest possible values of x.", set()),
     ("(8, 2)", "Find the largest and smallest possible values of x.", set()),
     ("(x, 2)", "Find the smallest and largest possible values.", set()),
+    ("1, 3, 5", "The numbers 1, 3, 5 are written in increasing order. What are they?", set()),  # a description
+    # stripped_letters: letters lost where the gold was copied (made-up forms of real garbled golds)
+    ("=3,=-1+\\sqrt{5}", "", {"stripped_letters"}),
+    ("g(x)=+c,wherecisaninteger", "", {"stripped_letters"}),
+    ("(x)=x^2+1", "", {"stripped_letters"}),
+    ("x=3, x=-1+\\sqrt{5}", "", set()),
+    ("\\text{counterclockwise}", "", set()),
+    ("y=-2x+3", "", set()),
+    # cut_short
+    ("7:15a..", "", {"cut_short"}),
+    ("1, 2, 3, \\ldots", "", set()),
+    # unparsed_left_side: math-verify cannot read the left side, the right one is graded
+    ("m_{\\max}=n^{2}-n-1", "", {"unparsed_left_side"}),
+    ("x=5", "", set()),
 ]
 
 
@@ -82,7 +96,8 @@ def test_every_check_has_golden_cases_both_ways() -> None:
 def test_ingest_records_issues_and_rejects_unusable_golds() -> None:
     rows = [RawRow("olymp", "1", "Find the minimum and maximum of f, in that order.", answer="8, 2"),
             RawRow("olymp", "2", "What is y?", answer="1,2)"),           # parses (as 1.2) but is garbled
-            RawRow("olymp", "3", "What is x?", answer="\\frac{}{2}"),    # math-verify cannot parse it at all
+            RawRow("olymp", "3", "What is x?", answer="\\frac{}{2}"),    # garbled, and math-verify cannot parse it
+            RawRow("olymp", "6", "What is z?", answer="\\text{}"),        # math-verify's only
             RawRow("clean", "4", "What is 1 + 1?", answer="2"),
             RawRow("clean", "5", "What is 1 + 1?", answer="2.0")]         # a duplicate: counted once
     result = ingest(rows)
@@ -90,9 +105,11 @@ def test_ingest_records_issues_and_rejects_unusable_golds() -> None:
     assert issues == {"1": ["order_as_set", "order_reversed"], "4": []}
     rejects = {r["source_id"]: (r["reason"], r["detail"]) for r in result.rejects.to_pylist()}
     assert rejects["2"][0] == "garbled_gold" and rejects["2"][1].startswith("unbalanced_delimiters: ")
-    assert rejects["3"][0] == "unparseable_gold"
-    assert result.summary.gold_issues == {"clean": {}, "olymp": {"order_as_set": 1, "order_reversed": 1,
-                                                                  "unbalanced_delimiters": 1}}
+    # linted before the parse check: every defect named, the parse among them
+    assert rejects["3"] == ("garbled_gold", "empty_braces: \\frac{}{2}; unparseable: \\frac{}{2}")
+    assert rejects["6"][0] == "unparseable_gold" and rejects["6"][1].startswith("unparseable: ")
+    assert result.summary.gold_issues == {"clean": {}, "olymp": {"empty_braces": 1, "order_as_set": 1, "order_reversed": 1,
+                                                                  "unbalanced_delimiters": 1, "unparseable": 2}}
     assert result.metrics()["gold_issues"] == result.summary.gold_issues
 
 
@@ -100,7 +117,7 @@ def test_real_sets_counts() -> None:
     """GSM8K's golds are clean numbers; MATH's few findings are the order-fixed bare lists."""
     from pipeline.gold import GoldError, boxed_gold, gsm8k_gold
 
-    text_checks = [c for name, c in CHECKS.items() if name != "unparseable"]  # math-verify's: the stage's own reject
+    text_checks = [c for name, c in CHECKS.items() if name not in ("unparseable", "unparsed_left_side")]  # math-verify's
     counts: dict[str, dict[str, int]] = {}
     for name, path, gold_of in (("gsm8k", "gsm8k/test.jsonl", lambda r: gsm8k_gold(r["answer"])),
                                 ("math", "math/train.jsonl", lambda r: boxed_gold(r["solution"]))):

@@ -28,7 +28,7 @@ from pipeline.ingest.gold_lint import lint_gold, unusable
 from pipeline.ingest.records import Limits, RawReject, RawRow
 from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.keys import normalize_question, problem_id
-from pipeline.verify.gold_check import GoldBudgetSpent, gold_budget, gold_parses, ungradable_golds
+from pipeline.verify.gold_check import GoldBudgetSpent, gold_budget, ungradable_golds
 
 __all__ = ["REASONS", "IngestResult", "IngestSummary", "Limits", "check", "check_invariant", "ingest"]
 
@@ -157,15 +157,23 @@ def _gold(row: RawRow, limits: Limits) -> tuple[str, str | None]:
         raise _Reject("unparseable_gold", str(exc)) from None
     if len(gold) > limits.max_answer_chars:
         raise _Reject("answer_too_long", f"gold has {len(gold)} characters")
+    return gold, solution
+
+
+def _linted(gold: str, question: str) -> list:
+    """The gold lint's findings (pipeline/ingest/gold_lint.py), the parse check among them: every defect is named,
+    also on a gold that one of them makes unusable; an unusable one rejects the row (``unparseable_gold`` when
+    math-verify's is the only one, else ``garbled_gold``), its detail naming every finding."""
     try:
-        ok = gold_parses(gold)
+        findings = lint_gold(gold, question=question)
     except GoldBudgetSpent as exc:
         raise _Reject("ungradable_gold", str(exc)) from None
     except Exception as exc:  # math-verify internals: any failure means unparseable
-        raise _Reject("unparseable_gold", f"math-verify failed on {gold[:80]!r}: {exc}") from None
-    if not ok:
-        raise _Reject("unparseable_gold", f"math-verify cannot parse {gold[:80]!r}")
-    return gold, solution
+        raise _Reject("unparseable_gold", f"unparseable: math-verify failed on {gold[:80]!r}: {exc}") from None
+    if bad := unusable(findings):
+        reason = "unparseable_gold" if {f.name for f in bad} == {"unparseable"} else "garbled_gold"
+        raise _Reject(reason, "; ".join(f"{f.name}: {f.evidence}" for f in findings))
+    return findings
 
 
 def _question(row: RawRow, limits: Limits) -> str:
@@ -259,9 +267,7 @@ def check(rec: RawRow | RawReject, limits: Limits = Limits()) -> tuple[bool, dic
     try:
         question = _question(rec, limits)
         gold, solution = _gold(rec, limits)
-        findings = lint_gold(gold, question=question)
-        if bad := unusable(findings):
-            raise _Reject("garbled_gold", "; ".join(f"{f.name}: {f.evidence}" for f in bad))
+        findings = _linted(gold, question)
         subject, level, meta = _fields(rec, limits)
         difficulty = source_difficulty(rec.source_difficulty)
         measure = _capped(rec.source_difficulty_measure, "source_difficulty_measure", limits.max_field_chars,

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import IngestConfig, field_default
+from pipeline.ingest.gold_lint import CHECKS
 from pipeline.ingest.summary import IngestSummary, check_invariant
 from pipeline.schema import schema
 from pipeline.verify.gold_check import golds_equivalent
@@ -99,8 +100,8 @@ class Fold:
         else:
             self.read_rejects[source] += 1
             self.reasons[row["reason"]] += 1
-            if row["reason"] == "garbled_gold":  # the detail is "check: evidence; check: evidence"
-                names = (part.split(":", 1)[0] for part in row["detail"].split("; "))
+            if row["reason"] in ("garbled_gold", "unparseable_gold"):  # "check: evidence; check: evidence"
+                names = (n for part in row["detail"].split("; ") if (n := part.split(":", 1)[0]) in CHECKS)
                 self.garbled.setdefault(source, Counter()).update(names)
         self._spool[ok].append(row)
         if len(self._spool[ok]) >= SPOOL_ROWS or self._spool_bytes >= SPOOL_BYTES:

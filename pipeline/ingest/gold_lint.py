@@ -18,9 +18,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from pipeline import numbers
-from pipeline.verify.gold_check import GoldBudgetSpent, gold_parses
+from pipeline.verify.gold_check import gold_parses
+from pipeline.verify.grader import _last_rhs, is_equation
 
 __all__ = ["CHECKS", "Finding", "GoldCheck", "check", "lint_gold", "unusable"]
 
@@ -173,14 +175,60 @@ def unbalanced_delimiters(gold: str, question: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)
+def _parses(gold: str) -> bool:
+    """:func:`~pipeline.verify.gold_check.gold_parses`, once per gold (two checks ask); raises GoldBudgetSpent."""
+    return gold_parses(gold)
+
+
+def _rhs(gold: str) -> str | None:
+    """The right-hand side of a gold equation (``m_{\\max}=n^{2}-n-1`` -> ``n^{2}-n-1``), None for no equation."""
+    rhs = _last_rhs(gold)
+    return rhs if is_equation(gold) and rhs != gold else None
+
+
 @check(unusable=True)
 def unparseable(gold: str, question: str) -> str | None:
-    """math-verify cannot turn the gold into an expression (bounded: the verify pool's CPU and memory limits; not
-    asked once the ingest's gold budget is spent: the row is then an ungradable_gold reject that says so)."""
-    try:
-        return None if gold_parses(gold) else gold[:80]
-    except GoldBudgetSpent:
+    """math-verify cannot turn the gold into an expression, and no other route of the verifier reads it (bounded: the
+    verify pool's limits; once the ingest's gold budget is spent the row is an ungradable_gold reject that says so)."""
+    if _parses(gold) or ((rhs := _rhs(gold)) is not None and _parses(rhs)):
         return None
+    return gold[:80]
+
+
+@check(unusable=False)
+def unparsed_left_side(gold: str, question: str) -> str | None:
+    """math-verify cannot read the gold equation's left side (``m_{\\max}=n^{2}-n-1``); it is graded on the right."""
+    if _parses(gold) or (rhs := _rhs(gold)) is None or not _parses(rhs):
+        return None
+    return gold[:80]
+
+
+# letters or words lost from a gold: "=3,=-1+\sqrt{5}" (x stripped), "g(x)=+c" (a term stripped), "(x)=x^2" (a name)
+_STRIPPED = re.compile(r"(?:^|,)\s*=|=\s*[+,]|^\s*\(\s*[a-z]?\s*\)\s*=|^\s*[\^_]"
+                       # a polynomial with its variable lost: powers of bare numbers added up ("-3^2+9-11")
+                       r"|^-?\d+\^\{?\d+\}?(?:\s*[+-]\s*\d+(?:\^\{?\d+\}?)?){2,}\s*$"
+                       # an operator with an operand lost: "9(2-)(2+)", "19(^2+4)", "[+,]"
+                       r"|\(\s*\)|[+\-*/^=]\s*[)\]},]|[(\[,]\s*[*/^=]|[(\[]\s*[+,]|[+*/^=]\s*$|[+\-*/]\s*\^")
+_RUN = re.compile(r"(?<![\\A-Za-z])[a-z]{12,}")  # "wherecisaninteger": a phrase whose spaces were lost
+_GLUE = ("where", "integer", "constant", "number", "real", "and", "the", "for", "with", "any", "some", "such")
+
+
+@check(unusable=True)
+def stripped_letters(gold: str, question: str) -> str | None:
+    """Letters lost from the gold: an equation with no left side (``=3,=-1+\\sqrt{5}``), a sign with no term (``=+c``),
+    a function with no name (``(x)=x^2``), a power with no base (``^2+5``), a polynomial with no variable
+    (``-3^2+9-11``), words run together (``wherecisaninteger``)."""
+    text = _TEXT_CMD.sub(lambda m: " " + m.group(1).replace(" ", "_") + " ", gold)
+    m = _STRIPPED.search(text) or next((r for r in _RUN.finditer(text)
+                                         if sum(w in r.group() for w in _GLUE) >= 2), None)
+    return gold[max(0, m.start() - 10):m.end() + 10] if m else None
+
+
+@check(unusable=True)
+def cut_short(gold: str, question: str) -> str | None:
+    """The gold ends in two dots (``7:15a..``): it was cut short where it was copied."""
+    return gold[-20:] if re.search(r"(?<!\.)\.\.\s*$", gold) else None
 
 
 _FUNCTION_WORDS = frozenset(("a", "an", "the", "is", "are", "was", "were", "be", "so", "therefore", "thus", "it",
@@ -203,7 +251,7 @@ _ORDER_FIXED = re.compile(
     r"|respectively|in (?:increasing|decreasing|ascending|descending) order|in the form \$?\\?(?:left)?\(")
 _SET_ASKED = re.compile(r"(?i)separated by commas|separate (?:your|the) answers (?:with|using) commas")
 # a sentence that tells how to write the answer: only there does an order phrase speak of the answer's parts
-_DIRECTIVE = re.compile(r"(?i)\b(?:enter|answer|express|list|write|written|give|separate)")
+_DIRECTIVE = re.compile(r"(?i)\b(?:enter|answer|express|list|write(?!ten)|give|separate)")  # "written": a description
 
 
 def _directives(question: str) -> str:

@@ -100,6 +100,10 @@ POLICIES: dict[str, tuple[str, str]] = {
         "an answer listing its items with 'and' (`E_1 \\text{ and } E_2`, `3, 4 and 5`) against a gold that is a comma "
         "list of as many items is read as that comma list",
         "math-verify reads 'and' as symbols (a*n*d) inside one expression"),
+    "gold_rhs": (
+        "a gold equation whose left side math-verify cannot read (`m_{\\max}=n^{2}-n-1`) is graded on its right-hand "
+        "side, and so is the answer (`n^2 - n - 1` and `m_{\\max} = n^2-n-1` are both correct)",
+        "math-verify returns no expression for such a gold, and every answer would be an error"),
     "cut_unmarked": (
         "a completion cut at the token limit (finish_reason `length`) answers only from an explicit final marker: "
         "a \\boxed{}, a `####` line or a 'final answer' phrase; an answer phrase or a number stated along the way "
