@@ -42,7 +42,7 @@ from pydantic import Field
 
 from pipeline.config import Model
 from pipeline.gold import parse_gold
-from pipeline.numbers import NUMBER_WORDS, WRITTEN, without_separators, words_value
+from pipeline.numbers import NUMBER_WORDS, PLAIN, WRITTEN, without_separators, words_value
 from pipeline.verify.policies import detail_with
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
@@ -328,8 +328,8 @@ def exact_number(text: str) -> tuple[Fraction, bool] | None:
 
 
 # a number in scientific notation: 4e33, 7.353E+14, 1e-5 (e-notation), and 4 \times 10^{33}, 6.5 \cdot 10^{-2}
-_E_NOTATION = re.compile(r"^(-?\d+(?:\.\d+)?)[eE]([+-]?\d{1,3})$")
-_TIMES_TEN = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|×|\*)\s*10\s*\^\s*\{?\s*([+-]?\d{1,3})\s*\}?$")
+_E_NOTATION = re.compile(rf"^(-?{PLAIN})[eE]([+-]?\d{{1,3}})$")
+_TIMES_TEN = re.compile(rf"^(-?{PLAIN})\s*(?:\\times|\\cdot|×|\*)\s*10\s*\^\s*\{{?\s*([+-]?\d{{1,3}})\s*\}}?$")
 # a LaTeX unit after a value: "\, \text{erg/s}", "~\mathrm{m}", " \text{ J}"
 _LATEX_UNIT = re.compile(r"(?:\s|\\[,;:! ]|~)*\\(?:text|mathrm|rm)\s*\{[^{}]*\}\s*$")
 
