@@ -455,6 +455,11 @@ def fast_grade(gold: str, answer: str, options: GradeOptions = GradeOptions()) -
     return got if isinstance(got, Grade) else None
 
 
+def _expressions(parsed: tuple) -> tuple:
+    """math-verify's parse when it holds an expression; empty when it is at most the text itself."""
+    return parsed if any(not isinstance(g, str) for g in parsed) else ()
+
+
 def grade(gold: str, answer: str, *, options: GradeOptions = GradeOptions()) -> Grade:
     """Compare one extracted answer with one gold. Raises on math-verify errors (the pool records them).
 
@@ -470,19 +475,18 @@ def grade(gold: str, answer: str, *, options: GradeOptions = GradeOptions()) -> 
         gold, fired = _GOLD_SEAM.sub(" ", gold), (*fired, "gold_seam")
     if (listed := and_list(gold, norm)) is not None:
         norm, fired = listed, (*fired, "and_list")
-    gold_parsed = parse_gold(gold)
-    if all(isinstance(g, str) for g in gold_parsed):  # no expression, at most its text: math-verify cannot read it
-        gold_parsed = ()
-    if not gold_parsed and is_equation(gold) and (rhs := _last_rhs(gold)) != gold and (gold_parsed := parse_gold(rhs)):
+    raw = parse_gold(gold)  # parsed once: a gold math-verify reads only as text comes back as its string
+    gold_parsed = _expressions(raw)
+    if not gold_parsed and is_equation(gold) and (rhs := _last_rhs(gold)) != gold and (
+            gold_parsed := _expressions(parse_gold(rhs))):
         # "m_{\\max}=n^{2}-n-1": math-verify cannot read the left side; a reader grades the value on the right
         norm, fired = _last_rhs(norm), (*fired, "gold_rhs")
     if not gold_parsed:
         if same_text(gold, norm):
             return Grade("correct", detail_with((*fired, "same_text")))
-        if parse_gold(gold):  # its text only: math-verify compares the strings, as it always did
-            gold_parsed = parse_gold(gold)
-        else:
+        if not raw:
             return Grade("error", f"gold {gold[:80]!r} does not parse")
+        gold_parsed = raw  # its text only: math-verify compares the strings, as it always did
     parsed = parse_answer(norm)
     if not parsed:
         return Grade("no_answer", detail_with(fired, "math-verify cannot parse the extracted answer"))
