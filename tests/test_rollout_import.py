@@ -363,7 +363,7 @@ def test_two_real_checkpoints_evaluation_dumps(tmp_path):
     assert len(up) == 1000
     right = {(u["problem_id"], u["policy_id"]) for u in up if u["upstream_correct"]}
     agree = sum(((d["problem_id"], d["policy_id"]) in right) == (d["n_correct"] == 1) for d in diff)
-    assert agree >= 980, agree  # 988 of 1,000 on 2 Dec 2026 (docs/import.md); the dumps' grader is lenient
+    assert agree >= 996, agree  # 998 of 1,000 on 2 Dec 2026 (docs/import.md, the 2 read); the dumps' grader is lenient
     assert "Imported policies" in out[4] and "graded_by_both" in out[4]
     res = CliRunner().invoke(cli, ["drift", "--params", str(tmp_path / "params.yaml"), "--from", "grpo-notac",
                                    "--to", "gspo-tac"])

@@ -382,14 +382,15 @@ def _add(rec: DumpRecord, line: int, *, matcher: Matcher, layout: Layout, seen: 
         reject(line, exc.reason, str(exc), excerpt)
         return
     if layout.grouped:
-        if pid in seen:
+        if pid in seen and not layout.repeats:
             reject(line, "duplicate", f"problem {pid} was matched by an earlier row (line {seen[pid]}); one row a "
-                                      "problem in this layout", excerpt)
+                                      "problem in this layout (a dataset repeated N times: options.repeated_rows)",
+                   excerpt)
             return
         if not rec.samples:
             reject(line, "empty", "the row lists no completions", excerpt)
             return
-        seen[pid] = line
+        seen.setdefault(pid, line)
     start, k = counters.get(pid, 0), len(rec.samples)
     if start + k > MAX_K:
         reject(line, "too_many_samples", f"{start + k:,} samples for one problem (at most {MAX_K:,})", excerpt)

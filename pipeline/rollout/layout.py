@@ -86,6 +86,12 @@ class Layout:
         self.options = parse_options(self.Options, dict(options or {}), where=where)
 
     @property
+    def repeats(self) -> bool:
+        """Whether a problem's samples may span several rows (its ``repeated_rows`` option, where it has one): the
+        evaluation harnesses' ``amc23x8``-style datasets list each problem N times, a row each with its own samples."""
+        return bool(getattr(self.options, "repeated_rows", False))
+
+    @property
     def file_format(self) -> str:
         """How the file is read: the layout's ``format``, or its ``format`` option where it has one (openr1)."""
         return getattr(self.options, "format", self.format)

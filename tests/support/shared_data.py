@@ -29,3 +29,14 @@ def shared_path(relative: str = "") -> Path:
             pytest.fail(msg, pytrace=False)
         pytest.skip(msg)
     return path
+
+
+def fetched_path(name: str, upstream: str) -> Path:
+    """``../shared/data/real_outputs/<name>``: a real dump fetched from a public repository (``upstream``: where), which
+    the repository never holds. Until it is placed there the test is skipped, in CI too (PASSBAND_REQUIRE_SHARED
+    covers only the data the checkout is promised); ``PASSBAND_FETCHED=<folder>`` reads it from elsewhere."""
+    folder = Path(os.environ["PASSBAND_FETCHED"]) if os.environ.get("PASSBAND_FETCHED") else SHARED / "real_outputs"
+    path = folder / name
+    if not path.exists():
+        pytest.skip(f"{path} is missing: fetch {upstream} and put it there as {name} (or set PASSBAND_FETCHED)")
+    return path

@@ -4,6 +4,10 @@ One problem a line, its sampled completions in ``code`` (a list, ``n_sampling`` 
 predictions in ``pred`` and its verdicts in ``score`` (kept beside passband's as upstream correctness)::
 
     {"idx": 0, "question": "...", "gt": "18", "code": ["...\\\\boxed{18}", "..."], "pred": ["18", "16"], "score": [true, false]}
+
+The harness samples several times a problem either with ``n_sampling`` (a list of N in ``code``) or with a
+dataset repeated N times (``amc23x8``, ``aime24x8``: the problem on N rows, ``idx`` running on, one completion
+each); both are read, a repeated row's samples numbered after the earlier rows' (``repeated_rows``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ class QwenHarness(Layout):
     class Options(Model):
         question: list[str] = Field(["question", "problem"], description="fields holding the question (the first found)")
         completions: str = Field("code", description="the field holding the list of completions")
+        repeated_rows: bool = Field(True, description="a problem on several rows (the harness's `amc23x8`-style "
+                                    "datasets) adds each row's samples; false: a second row is a `duplicate` reject")
 
     def read(self, row: dict[str, Any]) -> Iterator[DumpRecord]:
         o = self.options
