@@ -41,10 +41,8 @@ from pipeline.errors import PassbandError
 from pipeline.io import SHARD_GLOB, check_shards, follow_umask, remove_stale_temps, shard_paths
 from pipeline.ownership import check_file_target
 from pipeline.schema import TABLES, schema
-from pipeline.sqltext import sql_list, sql_literal
+from pipeline.sqltext import VIEWS_DIR, sql_list, sql_literal
 from pipeline.tablesets import SET_TABLES, SETS, features_dir, table_set
-
-VIEWS_DIR = Path(__file__).parent / "views"
 
 # what `passband sql` runs: DuckDB's parser says SELECT for SELECT, WITH, FROM-first, VALUES, DESCRIBE, SHOW, SUMMARIZE
 READ_ONLY = (duckdb.StatementType.SELECT,)

@@ -1,6 +1,6 @@
 """The ``passband`` command: one group, one subcommand per stage. Wiring only.
 
-Each subcommand lives in its stage's package as a click command named ``command`` and is
+Each subcommand is a click command of :mod:`pipeline.commands` (a module per command group) and is
 imported only when it runs, so ``passband sql`` never pays for importing vLLM.
 Library errors (:class:`~pipeline.errors.PassbandError`) and the OS errors a user can act on
 (a full disk: :func:`~pipeline.errors.explain`) become one line and exit 1.
@@ -20,23 +20,23 @@ from pipeline.errors import MissingExtra, PassbandError, explain
 
 # name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, str] = {
-    "ingest": "pipeline.ingest.command:command",
-    "prepare-model": "pipeline.rollout.command:prepare_model",
-    "rollout": "pipeline.rollout.command:command",
-    "verify": "pipeline.verify.command:command",
-    "annotate": "pipeline.annotate.command:command",
-    "reformulate": "pipeline.reformulate.command:command",
-    "reformulate-report": "pipeline.reformulate.command:report",
-    "publish": "pipeline.publish.command:command",
-    "push": "pipeline.publish.command:push",
-    "catalog": "pipeline.catalog_command:catalog",
-    "sql": "pipeline.catalog_command:sql",
-    "summary": "pipeline.summary:summary",
-    "golds": "pipeline.golds_command:golds",
-    "doctor": "pipeline.doctor:doctor",
-    "drift": "pipeline.annotate.drift_command:command",
-    "report": "pipeline.report.command:command",
-    "probe": "pipeline.probe.command:command",
+    "ingest": "pipeline.commands.ingest:command",
+    "prepare-model": "pipeline.commands.rollout:prepare_model",
+    "rollout": "pipeline.commands.rollout:command",
+    "verify": "pipeline.commands.verify:command",
+    "annotate": "pipeline.commands.annotate:command",
+    "reformulate": "pipeline.commands.reformulate:command",
+    "reformulate-report": "pipeline.commands.reformulate:report",
+    "publish": "pipeline.commands.publish:command",
+    "push": "pipeline.commands.publish:push",
+    "catalog": "pipeline.commands.catalog:catalog",
+    "sql": "pipeline.commands.catalog:sql",
+    "summary": "pipeline.commands.summary:summary",
+    "golds": "pipeline.commands.golds:golds",
+    "doctor": "pipeline.commands.doctor:doctor",
+    "drift": "pipeline.commands.drift:command",
+    "report": "pipeline.commands.report:command",
+    "probe": "pipeline.commands.probe:command",
 }
 
 

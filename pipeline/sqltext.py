@@ -13,6 +13,9 @@ Never an f-string with ``'{path}'``: a folder named ``o'q`` breaks it, and one n
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
+
+VIEWS_DIR = Path(__file__).parent / "views"  # the catalog's views, one SELECT a file (pipeline/catalog.py)
 
 
 def sql_literal(text: str) -> str:
@@ -25,3 +28,9 @@ def sql_literal(text: str) -> str:
 def sql_list(texts: Iterable[str]) -> str:
     """A list literal of strings, e.g. the globs of ``read_parquet([...])``."""
     return "[" + ", ".join(sql_literal(t) for t in texts) + "]"
+
+
+def view_sql(name: str) -> str:
+    """The SELECT of the catalog view ``name`` (``pipeline/views/<name>.sql``), for code that runs it over its own
+    tables (annotate's metrics over the difficulty file it just wrote) instead of keeping a copy."""
+    return (VIEWS_DIR / f"{name}.sql").read_text()

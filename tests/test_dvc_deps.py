@@ -315,8 +315,8 @@ def test_a_registry_folder_named_by_string_loads_every_module_in_it(tmp_path):
 def test_the_cover_check_sees_a_missing_dep():
     assert covered("pipeline/verify/grader.py", ["pipeline/verify"])
     assert not covered("pipeline/verify_more.py", ["pipeline/verify"])
-    assert "pipeline/bands.py" in needed_files("pipeline.annotate.command")
-    assert "schemas/difficulty.yaml" in needed_files("pipeline.annotate.command")
+    assert "pipeline/bands.py" in needed_files("pipeline.commands.annotate")
+    assert "schemas/difficulty.yaml" in needed_files("pipeline.commands.annotate")
 
 
 # --- a band edge edit re-runs annotate ------------------------------------------------------------

@@ -21,8 +21,8 @@ from publish_tables import PRIMARY, make_repo
 from test_hostile_paths import one_line_error, run
 
 from pipeline.catalog import VIEW_COMMENT, build_catalog, catalog_names, catalog_proof
-from pipeline.catalog_command import as_text_columns
 from pipeline.cli import cli
+from pipeline.commands.catalog import as_text_columns
 from pipeline.config import NAME_PATTERN, ConfigError, load_params, parse_params
 from pipeline.errors import PassbandError
 from pipeline.io import path_in, read_plain_file, read_table, write_table

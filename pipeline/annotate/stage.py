@@ -34,7 +34,7 @@ from pipeline.rollout.core import select_problems
 from pipeline.rollout.policy import resolve_policy
 from pipeline.run_metrics import RunStats
 from pipeline.schema import SchemaError, schema
-from pipeline.sqltext import sql_literal
+from pipeline.sqltext import sql_literal, view_sql
 from pipeline.tablesets import table_set
 from pipeline.verify.core import verifier_id
 
@@ -242,10 +242,11 @@ def _summary(con: duckdb.DuckDBPyConnection, ann: Annotation, diff_path: Path, n
                                              [str(diff_path)]).fetchone()
     fired = dict(con.execute("SELECT flag, count(*) FROM _hits GROUP BY 1").fetchall())
     # per problem (the score is the same on each of its rows): how many suspect, how many wrong keys expected
-    problems, suspect, expected, expected_suspect = con.execute("""
-        SELECT count(*), count(*) FILTER (WHERE suspect), coalesce(sum(p), 0), coalesce(sum(p) FILTER (WHERE suspect), 0)
-        FROM (SELECT problem_id, any_value(gold_suspicion) AS p, bool_or(gold_suspect) AS suspect
-              FROM read_parquet(?) WHERE gold_suspicion IS NOT NULL GROUP BY problem_id)""", [str(diff_path)]).fetchone()
+    con.execute(f"CREATE OR REPLACE TEMP VIEW difficulty AS SELECT * FROM read_parquet({sql_literal(str(diff_path))})")
+    problems, suspect, expected, expected_suspect = con.execute(f"""
+        SELECT count(*), count(*) FILTER (WHERE gold_suspect), coalesce(sum(gold_suspicion), 0),
+               coalesce(sum(gold_suspicion) FILTER (WHERE gold_suspect), 0)
+        FROM ({view_sql("answer_keys")})""").fetchone()
     model = asdict(ann.gold_model) if ann.gold_model is not None else None
     keys = {"problems_scored": problems, "suspect": suspect, "expected_wrong_keys": round(expected, 3),
             "expected_wrong_among_suspect": round(expected_suspect, 3), "model": model}

@@ -22,6 +22,9 @@ from pipeline.errors import require_extra
 # line that names the extra (the CLI shows it for ``passband probe``), not a traceback from deep inside sae.py
 require_extra("probe", "passband probe", "torch", "transformers", "safetensors")
 
+from pipeline.probe.report_stage import run as run_report  # noqa: E402
+from pipeline.probe.sae import SAEConfig  # noqa: E402
 from pipeline.probe.stage import ProbeConfig, ProbeError, ProbeResult, probe_dir, run, train_and_extract  # noqa: E402
 
-__all__ = ["ProbeConfig", "ProbeError", "ProbeResult", "probe_dir", "run", "train_and_extract"]
+__all__ = ["ProbeConfig", "ProbeError", "ProbeResult", "SAEConfig", "probe_dir", "run", "run_report",
+           "train_and_extract"]

@@ -28,6 +28,8 @@ Pushing it is a separate command (:mod:`pipeline.publish.hub`), never part of ``
 
 from __future__ import annotations
 
+from pipeline.publish.hub import plan as plan_push
+from pipeline.publish.hub import push as push_to_hub
 from pipeline.publish.stage import (
     BANDS,
     BUILD_FILE,
@@ -42,4 +44,4 @@ from pipeline.publish.stage import (
 )
 
 __all__ = ["BANDS", "BUILD_FILE", "PublishError", "PublishResult", "build", "dvc_lock_digest", "git_state",
-           "read_build_info", "read_inputs", "run"]
+           "plan_push", "push_to_hub", "read_build_info", "read_inputs", "run"]

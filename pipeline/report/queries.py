@@ -116,8 +116,7 @@ def summary(con: duckdb.DuckDBPyConnection, *, listed: int, rungs: dict[str, dic
                (SELECT count(DISTINCT problem_id) FROM suspect_golds) AS suspect_golds""")[0]
     # the wrong keys the score expects (its posteriors summed, one per problem): in all, among the flagged
     s.totals.update(rows(con, """
-        SELECT count(*) AS scored, coalesce(sum(p), 0) AS expected_wrong_keys,
-               coalesce(sum(p) FILTER (WHERE suspect), 0) AS expected_among_suspect
-        FROM (SELECT problem_id, any_value(gold_suspicion) AS p, bool_or(gold_suspect) AS suspect
-              FROM difficulty WHERE gold_suspicion IS NOT NULL GROUP BY problem_id)""")[0])
+        SELECT count(*) AS scored, coalesce(sum(gold_suspicion), 0) AS expected_wrong_keys,
+               coalesce(sum(gold_suspicion) FILTER (WHERE gold_suspect), 0) AS expected_among_suspect
+        FROM answer_keys""")[0])
     return s

@@ -336,10 +336,10 @@ def _host() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    for module in ("matplotlib.pyplot", "pipeline.cli", "pipeline.ingest.command", "pipeline.rollout.command",
-                   "pipeline.verify.command", "pipeline.annotate.command", "pipeline.reformulate.command",
-                   "pipeline.publish.command",
-                   "pipeline.catalog_command", "pipeline.ingest", "pipeline.rollout", "pipeline.verify",
+    for module in ("matplotlib.pyplot", "pipeline.cli", "pipeline.commands.ingest", "pipeline.commands.rollout",
+                   "pipeline.commands.verify", "pipeline.commands.annotate", "pipeline.commands.reformulate",
+                   "pipeline.commands.publish",
+                   "pipeline.commands.catalog", "pipeline.ingest", "pipeline.rollout", "pipeline.verify",
                    "pipeline.annotate", "pipeline.reformulate", "pipeline.publish", "pipeline.catalog"):
         importlib.import_module(module)
     print("ready", flush=True)

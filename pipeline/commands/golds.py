@@ -22,11 +22,7 @@ from pipeline.io import atomic_path
 
 QUEUE_SQL = """
 WITH pol AS (SELECT policy_id, any_value(name) AS name FROM policies GROUP BY policy_id),
-scored AS (
-    SELECT problem_id, any_value(gold_suspicion) AS gold_suspicion, bool_or(gold_suspect) AS gold_suspect
-    FROM difficulty WHERE gold_suspicion IS NOT NULL GROUP BY problem_id
-),
-queued AS (SELECT * FROM scored WHERE gold_suspect OR gold_suspicion >= $min_score),
+queued AS (SELECT * FROM answer_keys WHERE gold_suspect OR gold_suspicion >= $min_score),
 answers AS (
     SELECT d.problem_id, coalesce(pol.name, d.policy_id) AS policy, d.pass_rate, d.n, v.extracted, v.status,
            count(*) AS rollouts

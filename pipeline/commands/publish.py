@@ -9,7 +9,7 @@ import click
 
 from pipeline.bands import LEARNABLE
 from pipeline.cli_options import with_params
-from pipeline.publish import hub, read_build_info, run
+from pipeline.publish import plan_push, push_to_hub, read_build_info, run
 
 
 def _shown(path: Path) -> str:
@@ -65,7 +65,7 @@ def push(*, repo_id: str, dry_run: bool, public: bool, allow_visibility_mismatch
     """
     folder = Path(root) / params.paths.published
     private = params.publish.private and not public
-    the_plan = hub.plan(folder, repo_id=repo_id, private=private, card_repo_id=params.publish.repo_id)
+    the_plan = plan_push(folder, repo_id=repo_id, private=private, card_repo_id=params.publish.repo_id)
     total = sum(size for _, size in the_plan.files)
     if allow_visibility_mismatch and set_visibility:
         raise click.UsageError("--allow-visibility-mismatch and --set-visibility exclude each other: pick one")
@@ -78,7 +78,7 @@ def push(*, repo_id: str, dry_run: bool, public: bool, allow_visibility_mismatch
             click.echo(f"  {size:>12}  {path}")
         click.echo("dry run: nothing uploaded (the Hub was not asked about the repo)")
         return
-    result = hub.push(folder, the_plan, allow_mismatch=allow_visibility_mismatch, set_visibility=set_visibility)
+    result = push_to_hub(folder, the_plan, allow_mismatch=allow_visibility_mismatch, set_visibility=set_visibility)
     how = "created" if result.created else "made" if result.changed_visibility else "existing repo,"
     click.echo(f"pushed: {result.commit_url} ({how} {'private' if result.private else 'public'}, as the Hub reports)")
     rows = read_build_info(folder).get("rows", {})

@@ -9,10 +9,8 @@ import click
 
 from pipeline.cli_options import with_params
 from pipeline.params_loader import load_params
+from pipeline.probe import ProbeConfig, SAEConfig, run_report
 from pipeline.probe import run as run_probe
-from pipeline.probe.core import ProbeConfig
-from pipeline.probe.report_stage import run as run_report
-from pipeline.probe.sae import SAEConfig
 
 _PARAMS = click.option("--params", "params_path", default="params.yaml", show_default=True,
                        type=click.Path(dir_okay=False, path_type=Path),

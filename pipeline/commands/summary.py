@@ -33,10 +33,9 @@ FROM reformulation_report ORDER BY method = '(any)', method
 # per problem (the score is one per problem, pooled over its policies): how many are suspect, and how many wrong
 # keys the score expects among them and in all
 SUSPECTS = """
-SELECT count(*) FILTER (WHERE suspect) AS suspect, count(*) AS scored, round(sum(p) FILTER (WHERE suspect), 2) AS among,
-       round(sum(p), 2) AS expected
-FROM (SELECT problem_id, any_value(gold_suspicion) AS p, bool_or(gold_suspect) AS suspect
-      FROM difficulty WHERE gold_suspicion IS NOT NULL GROUP BY problem_id)
+SELECT count(*) FILTER (WHERE gold_suspect) AS suspect, count(*) AS scored,
+       round(sum(gold_suspicion) FILTER (WHERE gold_suspect), 2) AS among, round(sum(gold_suspicion), 2) AS expected
+FROM answer_keys
 """
 
 # per imported policy: its samples that the dump graded too, and how often the dump's grader and passband agree
