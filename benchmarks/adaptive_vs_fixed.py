@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.bands import assign_band
+from pipeline.bands import SIDES, assign_band
 from pipeline.config import AdaptiveBudget, BandsConfig, load_params
 from pipeline.io import read_table
-from pipeline.rollout.budget import SIDES, StoppingRule, prior_counts
+from pipeline.rollout.budget import StoppingRule, prior_counts
 from pipeline.verify.core import verifier_id
 
 BANDS = BandsConfig()

@@ -1,8 +1,8 @@
-"""Difficulty bands, declared once: names, order, colours, default edges, and the assignment rule.
+"""Difficulty bands, declared once: names, order, colours, default edges, sides, and the assignment rule.
 
-Config (defaults and validation), annotate, the catalog's ``bands`` view (and the views and
-summary that order by it), the plots, the dataset card and publish all read this module; no
-other Python module spells a band name.
+Config (defaults and validation), annotate, the catalog's ``bands`` view (and the views and summary that order by
+it), the plots, the dataset card, publish and adaptive sampling (its sides) all read this module; no other Python
+module spells a band name (tests/test_bands.py).
 
 Each band is a range of the *true* pass rate theta (``annotate.bands`` in params.yaml)::
 
@@ -58,6 +58,20 @@ def band_ranges(cfg: Edges) -> dict[str, tuple[float, float]]:
         LEARNABLE: (cfg.learnable_min, cfg.learnable_max),
         TOO_EASY: (cfg.learnable_max, 1.0),
     }
+
+
+# The side of learnable a band lies on: what adaptive sampling certifies (eight samples cannot tell unsolved from
+# too_hard, and training only needs to know whether an item is learnable and, if not, on which side).
+SIDES: dict[str, str] = {UNSOLVED: "below", TOO_HARD: "below", LEARNABLE: LEARNABLE, TOO_EASY: "above"}
+
+
+def side_ranges(cfg: Edges) -> dict[str, tuple[float, float]]:
+    """Each side's range of the true pass rate: the union of its bands' :func:`band_ranges`."""
+    out: dict[str, tuple[float, float]] = {}
+    for band, (lo, hi) in band_ranges(cfg).items():
+        a, b = out.get(SIDES[band], (lo, hi))
+        out[SIDES[band]] = (min(a, lo), max(b, hi))
+    return out
 
 
 def describe_ranges(cfg: Edges) -> str:

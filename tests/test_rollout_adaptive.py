@@ -74,7 +74,7 @@ def _predictive_same_side(c, n, k=32):
     the k-n samples left binomial under each grid point (independent of the rule's Beta-binomial code)."""
     from math import comb
 
-    from pipeline.rollout.budget import SIDES
+    from pipeline.bands import SIDES
 
     def side(cc, nn):
         return SIDES[assign_band(cc, nn, BANDS)]

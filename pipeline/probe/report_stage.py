@@ -26,6 +26,7 @@ import pyarrow as pa
 from pipeline.annotate.core import annotate_tables
 from pipeline.annotate.detectors import labels
 from pipeline.annotate.quality import LABELLED_SET, load_labels, measure
+from pipeline.bands import LEARNABLE, TOO_HARD
 from pipeline.config import AnnotateConfig, Params
 from pipeline.io import atomic_write_text, read_table, write_json
 from pipeline.keys import canonical_json, digest
@@ -39,6 +40,9 @@ from pipeline.verify.core import source_digest
 
 # the text flags that claim the "unsupported" label (read from their detector files): the weak labels the probe learns
 SHORTCUT_FLAGS = tuple(f for f, label in labels().items() if label == "unsupported")
+# the research's "hard" slice for success-vs-failure features: too_hard, and learnable items the policy solves at most
+# this often (a slice of the report, not a band edge)
+HARD_PASS_RATE = 0.25
 
 
 @dataclass
@@ -368,10 +372,10 @@ def _bands_and_hard(report, cfg, main, main_rows, vec, tok, codes_b, base_store)
     report["band_enrichment"] = {"presence": f"feature in the rollout's top {cfg.top_k} by mean activation",
                                  "bands": enr}
     correct = np.array(main.correct)
-    hard_kinds = {"too_hard": bands == "too_hard",
-                  "hard (too_hard or learnable with pass rate <= 0.25)": None}
     pr = _pass_rates(main)
-    hard_kinds["hard (too_hard or learnable with pass rate <= 0.25)"] = np.isin(bands, ["too_hard", "learnable"]) & (pr <= 0.25)
+    hard_kinds = {TOO_HARD: bands == TOO_HARD,
+                  f"hard ({TOO_HARD} or {LEARNABLE} with pass rate <= {HARD_PASS_RATE})":
+                      np.isin(bands, [TOO_HARD, LEARNABLE]) & (pr <= HARD_PASS_RATE)}
     hard = {}
     for name, m in hard_kinds.items():
         ok, bad = m & correct, m & ~correct

@@ -38,12 +38,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pipeline.bands import LEARNABLE, TOO_EASY, TOO_HARD, UNSOLVED, assign_band
+from pipeline.bands import SIDES, assign_band, side_ranges
 from pipeline.config import AdaptiveBudget, BandsConfig, FixedBudget, RolloutConfig
 from pipeline.pass_rate_stats import beta_binomial_pmf, beta_cdf
 
 STOP_REASONS = ("fixed", "curtailed", "confident", "max_k", "incomplete")
-SIDES = {UNSOLVED: "below", TOO_HARD: "below", LEARNABLE: LEARNABLE, TOO_EASY: "above"}
 
 
 def budget_label(cfg: RolloutConfig) -> str:
@@ -73,9 +72,7 @@ class StoppingRule:
         return checkpoints(self.budget.min_k, self.budget.step, self.k)
 
     def side_range(self, side: str) -> tuple[float, float]:
-        b = self.bands
-        return {"below": (0.0, b.learnable_min), LEARNABLE: (b.learnable_min, b.learnable_max),
-                "above": (b.learnable_max, 1.0)}[side]
+        return side_ranges(self.bands)[side]
 
     def decide(self, c: int, n: int, prior: tuple[float, float] = (0.0, 0.0)) -> str | None:
         """Why sampling stops after ``n`` samples with ``c`` correct, or None to continue.
