@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property, lru_cache
 
-from pipeline.numbers import PLAIN, PLAIN_IN_TEXT, WRITTEN, without_separators
+from pipeline.numbers import PLAIN, PLAIN_IN_TEXT, WRITTEN, Bounds, read_number, without_separators
 from pipeline.verify.extract import candidates
 from pipeline.verify.grader import normalize_answer
 
@@ -411,12 +411,8 @@ def number(text: str) -> Fraction | None:
     """A number as written (``24``, ``-5``, ``1,200``, ``$3.50``, ``3/4``, a trailing period allowed), exactly; None
     when it is not one or runs past :data:`MAX_DIGITS` characters."""
     text = text.replace(",", "").replace("$", "").strip().rstrip(".")
-    if len(text) > MAX_DIGITS:
-        return None
-    try:
-        return Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        return None
+    got = read_number(text, bounds=Bounds(MAX_DIGITS, MAX_DIGITS, MAX_DIGITS, MAX_DIGITS))
+    return None if got is None else got.value
 
 
 def numbers(text: str) -> list[Fraction]:

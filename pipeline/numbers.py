@@ -15,14 +15,16 @@ commas as a model or a solution writes them: ``1,200``, also ``12,34``), :data:`
 between groups of three) and :data:`PLAIN` (no separators: the form after :func:`without_separators`).
 :data:`NOT_INSIDE` and :data:`NOT_CONTINUED` keep a match from starting or ending inside a word or
 another number. Callers: the gold checks (pipeline/gold.py), the extractors and the grader
-(pipeline/verify), the flag detectors (pipeline/annotate) and the reformulators' numerals; the
-bounded fast-path forms of the grader (``_FAST_*``, lengths capped to math-verify's precision) and the
-expression tokenizer of pipeline/arith.py read the same grammar under length limits of their own.
+(pipeline/verify), the flag detectors (pipeline/annotate) and the reformulators' numerals. One number written
+alone is read by :func:`read_number` (exact, a Fraction), under :class:`Bounds` its caller chooses (the grader's fast
+path keeps to math-verify's precision); the expression tokenizer of pipeline/arith.py reads the same grammar.
 """
 
 from __future__ import annotations
 
 import re
+from fractions import Fraction
+from typing import NamedTuple
 
 DECIMAL = r"(?:\.\d+)?"  # an optional decimal part
 WRITTEN = r"\d[\d,]*" + DECIMAL  # digits and any commas, as written: 1,200 (and 12,34)
@@ -52,6 +54,61 @@ LATEX_SEPARATOR = re.compile(r",\\!|\{,\}|,")
 SEPARATED_WHOLE = re.compile(r"^-?\d{1,3}(?:(?:" + LATEX_SEPARATOR.pattern + r")\s*\d{3})+" + DECIMAL + "$")
 # IN_TEXT for DuckDB's regexp functions (RE2: no look-behind, so without NOT_INSIDE)
 IN_TEXT_SQL = "-?" + WRITTEN.replace(r"[\d,]", "[0-9,]").replace(r"\d", "[0-9]").replace(r"\.", "[.]")
+
+
+
+
+class Reading(NamedTuple):
+    """A number read exactly: its value, and whether it was written with a decimal point (math-verify compares
+    those at its float precision)."""
+
+    value: Fraction
+    decimal: bool
+
+
+class Bounds(NamedTuple):
+    """How long a number :func:`read_number` reads may be; a longer one is not read (None). The defaults guard the
+    parser; a caller that must agree with math-verify keeps to its precision (the grader's fast path)."""
+
+    whole_digits: int = 1000  # a number without a decimal point (its separators removed)
+    decimal_digits: int = 1000  # each side of a decimal point
+    significant: int = 2000  # a decimal's digits, leading zeros not counted
+    fraction_digits: int = 1000  # a fraction's numerator and denominator, each
+
+
+_READ_DECIMAL = re.compile(r"(-?)(" + GROUPED + r"|\d+)?(?:\.(\d+))?")
+_READ_FRACTION = re.compile(r"(-?)(?:(\d+)/(\d+)|\\[dt]?frac\{(\d+)\}\{(\d+)\})")
+
+
+def read_number(text: str, *, bounds: Bounds = Bounds(), fractions: bool = True,
+                bare_decimal: bool = True) -> Reading | None:
+    """``text`` as one number, exactly, or None: an optional minus, digits (commas only between groups of three), an
+    optional decimal part (``.5`` alone with ``bare_decimal``); with ``fractions`` also ``a/b`` and ``\\frac{a}{b}``
+    (``\\dfrac``, ``\\tfrac``). Nothing around it: each caller cleans its text its own way first (a currency sign,
+    a trailing period, spaces). A zero denominator, or a number past ``bounds``, is None.
+
+        >>> read_number("1,200"), read_number("-3.50").value, read_number("\\\\frac{3}{4}").value, read_number("12,34")
+        (Reading(value=Fraction(1200, 1), decimal=False), Fraction(-7, 2), Fraction(3, 4), None)
+
+    The one number reader of passband: the grader's fast path, the gold lint, the flags' arithmetic and the
+    reformulators' numerals all read numbers through it."""
+    if m := _READ_DECIMAL.fullmatch(text):
+        sign, whole, frac = m.groups()
+        if whole is None and (frac is None or not bare_decimal):
+            return None
+        whole = (whole or "").replace(",", "")
+        if frac is None:
+            return None if len(whole) > bounds.whole_digits else Reading(Fraction(int(sign + whole)), False)
+        if max(len(whole), len(frac)) > bounds.decimal_digits or len((whole + frac).lstrip("0")) > bounds.significant:
+            return None
+        return Reading(Fraction(f"{sign}{whole or 0}.{frac}"), True)
+    if fractions and (m := _READ_FRACTION.fullmatch(text)):
+        sign, *parts = m.groups()
+        num, den = parts[:2] if parts[0] is not None else parts[2:]
+        if max(len(num), len(den)) > bounds.fraction_digits or not den.strip("0"):
+            return None
+        return Reading(Fraction(int(num), int(den)) * (-1 if sign else 1), False)
+    return None
 
 
 # Number words (English, up to the millions): "three", "twenty-five", "one hundred and twenty", "two thousand".
@@ -105,6 +162,27 @@ def without_separators(text: str) -> str:
     return THOUSANDS_SEPARATOR.sub("", text)
 
 
-__all__ = ["ANYWHERE", "DECIMAL", "DIGIT_RUN", "IN_TEXT", "IN_TEXT_SQL", "LATEX_SEPARATOR", "NOT_CONTINUED",
-           "NOT_INSIDE", "NUMBER_WORDS", "PLAIN", "PLAIN_IN_TEXT", "SEPARATED_WHOLE", "STRICT", "STRICT_IN_TEXT",
-           "THOUSANDS_SEPARATOR", "WHOLE_PLAIN", "WRITTEN", "without_separators", "words_value"]
+__all__ = [
+    "ANYWHERE",
+    "DECIMAL",
+    "DIGIT_RUN",
+    "IN_TEXT",
+    "IN_TEXT_SQL",
+    "LATEX_SEPARATOR",
+    "NOT_CONTINUED",
+    "NOT_INSIDE",
+    "NUMBER_WORDS",
+    "PLAIN",
+    "PLAIN_IN_TEXT",
+    "SEPARATED_WHOLE",
+    "STRICT",
+    "STRICT_IN_TEXT",
+    "THOUSANDS_SEPARATOR",
+    "WHOLE_PLAIN",
+    "WRITTEN",
+    "Bounds",
+    "Reading",
+    "read_number",
+    "without_separators",
+    "words_value",
+]

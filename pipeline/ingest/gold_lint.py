@@ -133,14 +133,10 @@ def _is_list(gold: str) -> bool:
 
 
 def _number(text: str) -> Fraction | None:
-    """A plain number, ``\\frac{a}{b}`` or ``-\\frac{a}{b}`` as a Fraction; None for anything else."""
-    t = re.sub(r"\s+", "", text.strip().strip("$"))
-    t = re.sub(r"\\[dt]frac", r"\\frac", t)
-    if m := re.fullmatch(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", t):
-        return None if m.group(3) == "0" else Fraction(int(m.group(2)), int(m.group(3))) * (-1 if m.group(1) else 1)
-    if re.fullmatch("-?" + numbers.PLAIN, t):
-        return Fraction(t)
-    return None
+    """A number (:func:`~pipeline.numbers.read_number`: ``1,200``, ``-3.5``, ``3/4``, ``-\\frac{a}{b}``) as a
+    Fraction, dollar signs and spaces around it dropped; None for anything else."""
+    got = numbers.read_number(re.sub(r"\s+", "", text.strip().strip("$")))
+    return None if got is None else got.value
 
 
 # --- the checks -------------------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
-from pipeline.numbers import DIGIT_RUN, STRICT_IN_TEXT
+from pipeline.numbers import DIGIT_RUN, STRICT_IN_TEXT, read_number
 
 _GLUE_BEFORE = set("/:^_")
 _GLUE_AFTER = set("/:^_")
@@ -27,16 +27,14 @@ class Number:
     text: str
     start: int
     end: int
-    value: Decimal
+    value: Fraction
     maskable: bool
 
 
-def to_value(text: str) -> Decimal | None:
-    """The numeric value of ``1,000`` / ``3.50`` / ``-2`` (None when it is not a plain number)."""
-    try:
-        return Decimal(text.replace(",", "").strip()).normalize()
-    except (InvalidOperation, ValueError):
-        return None
+def to_value(text: str) -> Fraction | None:
+    """The numeric value of ``1,000`` / ``3.50`` / ``-2`` / ``.5`` (None when it is not a plain number), exactly."""
+    got = read_number(text.replace(",", "").strip(), fractions=False)
+    return None if got is None else got.value
 
 
 def find_numbers(text: str) -> list[Number]:
@@ -58,7 +56,7 @@ def find_numbers(text: str) -> list[Number]:
     return out
 
 
-def loose_values(text: str) -> set[Decimal]:
+def loose_values(text: str) -> set[Fraction]:
     """Values of every digit run in ``text`` (inside formulas and ``<<48/2=24>>`` too)."""
     values = set()
     for m in DIGIT_RUN.finditer(text):  # what a solution's arithmetic uses

@@ -42,7 +42,7 @@ from pydantic import Field
 
 from pipeline.config import Model
 from pipeline.gold import parse_gold
-from pipeline.numbers import NUMBER_WORDS, PLAIN, WRITTEN, without_separators, words_value
+from pipeline.numbers import NUMBER_WORDS, PLAIN, WRITTEN, Bounds, read_number, without_separators, words_value
 from pipeline.verify.policies import detail_with
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
@@ -300,31 +300,17 @@ def parse_answer(answer: str) -> list:
     return parsed
 
 
-# Numbers decided without sympy: an integer, a decimal, a fraction ``a/b`` or ``\\frac{a}{b}`` (digits bounded)
-_FAST_INT = re.compile(r"-?\d{1,30}")
-_FAST_DEC = re.compile(r"-?\d{1,12}\.\d{1,12}")
-_FAST_GROUPED = re.compile(r"-?\d{1,3}(?:,\d{3}){1,9}(?:\.\d{1,12})?")  # 1,234,567(.5): math-verify reads the number
-_FAST_FRAC = re.compile(r"(-?)(?:(\d{1,15})/(\d{1,15})|\\[dt]?frac\{(\d{1,15})\}\{(\d{1,15})\})")
-_FAST_DEC_DIGITS = 15  # significant digits a decimal may have: math-verify's Float precision
+# Numbers decided without sympy (:func:`~pipeline.numbers.read_number` within math-verify's precision): an integer of
+# up to 30 digits (separators in groups of three allowed), a decimal of up to 12 digits each side and 15 significant (its
+# Float precision), a fraction ``a/b`` or ``\\frac{a}{b}`` of up to 15 digits each
+FAST_BOUNDS = Bounds(whole_digits=30, decimal_digits=12, significant=15, fraction_digits=15)
 
 
 def exact_number(text: str) -> tuple[Fraction, bool] | None:
     """``(value, is_decimal)`` of an integer, a decimal (either may have thousands separators in groups of three) or
     a simple fraction written alone; None for anything else."""
-    if _FAST_GROUPED.fullmatch(text):
-        text = text.replace(",", "")
-    if _FAST_INT.fullmatch(text):
-        return Fraction(int(text)), False
-    if _FAST_DEC.fullmatch(text):
-        if len(text.lstrip("-").replace(".", "").lstrip("0")) > _FAST_DEC_DIGITS:
-            return None
-        return Fraction(text), True
-    if m := _FAST_FRAC.fullmatch(text):
-        num, den = (m.group(2), m.group(3)) if m.group(2) is not None else (m.group(4), m.group(5))
-        if int(den) == 0:
-            return None
-        return Fraction(int(num), int(den)) * (-1 if m.group(1) else 1), False
-    return None
+    got = read_number(text, bounds=FAST_BOUNDS, bare_decimal=False)
+    return None if got is None else (got.value, got.decimal)
 
 
 # a number in scientific notation: 4e33, 7.353E+14, 1e-5 (e-notation), and 4 \times 10^{33}, 6.5 \cdot 10^{-2}
@@ -398,7 +384,7 @@ def numbers_verdict(gold: str, answer: str, options: GradeOptions = GradeOptions
     if g is None or a is None:
         return None
     decimal = g[1] or a[1]
-    if decimal and options.numeric_precision < _FAST_DEC_DIGITS:
+    if decimal and options.numeric_precision < FAST_BOUNDS.significant:
         return None
     if g[0] == a[0]:
         return True

@@ -20,7 +20,7 @@ must not already use a variable ``x``.
 from __future__ import annotations
 
 from collections import Counter
-from decimal import Decimal
+from fractions import Fraction
 from typing import ClassVar
 
 from pydantic import Field
@@ -73,7 +73,7 @@ class Fobar(Reformulator):
                 candidates.append(n)
         if not candidates:
             return self.skip("no_maskable_number", "; ".join(f"{k}: {v}" for k, v in why.items()))
-        used: set[Decimal] | None = None
+        used: set[Fraction] | None = None
         if self.options.require_in_solution and parent.solution:
             used = loose_values(parent.solution)
             in_solution = [n for n in candidates if n.value in used]
