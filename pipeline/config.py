@@ -227,7 +227,8 @@ class SourceConfig(Model):
     """One input source: a registered kind plus its options and a field mapping."""
 
     name: Name = Field(description="the source's name (problems.source; rollout.sources names it)")
-    kind: Name = Field(description="a registered reader: synthetic, gsm8k, math, jsonl, parquet, hf (pipeline/ingest/sources.py)")
+    kind: Name = Field(description="a registered reader: synthetic, gsm8k, math, jsonl, parquet, hf (one file each in "
+                                   "pipeline/ingest/sources/)")
     split: Name | None = Field(None, description="the split recorded on its problems (train, test, ...)")
     path: str | None = Field(None, description="the file or folder to read, relative to params.yaml (file-backed kinds)")
     preset: Name | None = Field(None, description="a popular dataset's layout by name (pipeline.ingest.presets), "

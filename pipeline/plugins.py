@@ -4,8 +4,8 @@ A plugin is a class or a function, with its knobs as a nested ``Options`` model 
 unknown keys refused), registered under a name in one :class:`Registry`. The flag detectors, the engines and the
 source presets are one module (or YAML file) each in their registry's package folder, found by scanning that folder
 the first time the registry is read, so adding one is adding a file; the core never lists them. The extractors
-(``pipeline/verify/extractors``) and the reformulation methods (``pipeline/reformulate/methods``) are found the same
-way; the source kinds (one module of rules, ``pipeline/ingest/sources.py``) register from that module. A name
+(``pipeline/verify/extractors``), the reformulation methods (``pipeline/reformulate/methods``) and the source kinds
+(``pipeline/ingest/sources``, their shared reading in ``pipeline/ingest/readers.py``) are found the same way. A name
 the registry does not hold is one error line with the close matches (difflib) and every known name::
 
     unknown flag detector 'answer_repetiton' (did you mean answer_repetition?); known: answer_flip, ...

@@ -277,7 +277,7 @@ def test_a_row_whose_check_raises_is_a_bad_row_reject():
 
 
 def test_a_row_whose_mapping_raises_is_a_bad_row_reject_and_the_rest_go_on():
-    from pipeline.ingest.sources import _mapped
+    from pipeline.ingest.readers import mapped as _mapped
 
     def to_row(sid, obj):
         if obj["bad"]:

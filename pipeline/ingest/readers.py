@@ -1,15 +1,9 @@
-"""Problem sources behind one signature, looked up by name.
+"""How a source file is read, for the source kinds of :mod:`pipeline.ingest.sources` (one file a kind there).
 
-A source is ``fn(cfg: SourceConfig, *, root: Path, limits: Limits) -> Iterator[RawRow | RawReject]``.
-It reads and maps; it never validates (the core applies the same rules to every source). A row
-that cannot be read or mapped is a :class:`RawReject`; a file that cannot be read at all (a
-damaged Parquet file, a compressed or UTF-16 JSONL file, an empty file) is a :class:`SourceError`
-naming it, raised before anything is written.
-
-    - name: gsm8k_test
-      kind: gsm8k
-      path: ../shared/data/gsm8k/test.jsonl
-      split: test
+JSON lines through the bounded line reader (a UTF-16, gzip or Parquet file named for what it is), Parquet in bounded
+batches (a column chunk that would decompress into a bomb refused unread), a Hub dataset's Arrow batches, and a
+field ``mapping`` (or a preset's) onto problem rows. Every helper yields :class:`RawRow` or :class:`RawReject`; a
+file that cannot be read at all is a :class:`SourceError` naming it, raised before anything is written.
 """
 
 from __future__ import annotations
@@ -32,14 +26,14 @@ from pipeline.ingest import arrow_rows, paths
 from pipeline.ingest.arrow_rows import ValueCap
 from pipeline.ingest.presets import Preset, get_preset
 from pipeline.ingest.records import Limits, RawReject, RawRow
-from pipeline.ingest.synthetic import SyntheticOptions, generate
 from pipeline.io import bounded_lines
-from pipeline.plugins import Registry
 
 Record = RawRow | RawReject
-SourceFn = Callable[..., Iterator[Record]]
-# the readers of this module, and a user's own (a plugin file calling register: docs/operations.md)
-SOURCES: Registry[SourceFn] = Registry("source kind")
+
+
+class SourceError(PassbandError):
+    """A source file that cannot be read as its kind (nothing has been written when it is raised)."""
+
 
 PROBLEM_FIELDS = ("id", "question", "answer", "solution", "subject", "level", "source_difficulty")
 GOLD_FROM = ("answer", "gsm8k", "boxed")
@@ -50,34 +44,17 @@ PARQUET_BATCH_BYTES = 16 << 20  # a Parquet batch's decoded size, from the row g
 BOMB_BYTES, BOMB_RATIO = 256 << 20, 100
 
 
-class SourceError(PassbandError):
-    """A source file that cannot be read as its kind (nothing has been written when it is raised)."""
-
-
-def register(name: str) -> Callable[[SourceFn], SourceFn]:
-    """Decorator: register ``fn(cfg, *, root, limits) -> Iterator[Record]`` as the source kind ``name``."""
-    return SOURCES.register(name=name)
-
-
-def get_source(kind: str) -> SourceFn:
-    return SOURCES.lookup(kind)
-
-
-def read_source(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
-    return get_source(cfg.kind)(cfg, root=root, limits=limits)
-
-
 _repr = reprlib.Repr()
 _repr.maxlevel, _repr.maxstring, _repr.maxother, _repr.maxlong = 3, 200, 200, 200
 
 
-def _excerpt(value: Any) -> str:
+def excerpt(value: Any) -> str:
     """At most 200 characters of a field; a non-string through a bounded repr (never deep, never whole)."""
     text = value[:200] if isinstance(value, str) else _repr.repr(value)
     return text[:200]
 
 
-def _resolve(cfg: SourceConfig, root: Path, *, file: bool = False) -> Path:
+def resolve_path(cfg: SourceConfig, root: Path, *, file: bool = False) -> Path:
     if not cfg.path:
         raise ConfigError(f"source {cfg.name!r} ({cfg.kind}) needs a 'path'")
     path = Path(cfg.path)
@@ -144,7 +121,7 @@ def _parse(raw: bytes, source: str, sid: str) -> tuple[str, dict[str, Any]] | Ra
     return sid, obj
 
 
-def _mapped(cfg: SourceConfig, items: Iterator, to_row: Callable[[str, dict], RawRow]) -> Iterator[Record]:
+def mapped(cfg: SourceConfig, items: Iterator, to_row: Callable[[str, dict], RawRow]) -> Iterator[Record]:
     """``to_row`` on each ``(sid, object)`` of ``items``; a mapping that raises is that row's ``bad_row`` reject."""
     for item in items:
         if isinstance(item, RawReject):
@@ -156,32 +133,6 @@ def _mapped(cfg: SourceConfig, items: Iterator, to_row: Callable[[str, dict], Ra
         except Exception as exc:  # RecursionError on a deep value, a huge int's str()...: this row only
             row = RawReject(cfg.name, sid, "bad_row", f"{type(exc).__name__}: {str(exc)[:300]}", "")
         yield row
-
-
-@register("gsm8k")
-def gsm8k(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
-    """GSM8K JSONL (``question``, ``answer`` with the gold after ``####``)."""
-
-    def row(sid: str, obj: dict[str, Any]) -> RawRow:
-        answer = obj.get("answer")
-        return RawRow(cfg.name, sid, obj.get("question"), answer=answer, solution=answer, gold_from="gsm8k",
-                      split=cfg.split, excerpt=_excerpt(obj.get("question")))
-
-    return _mapped(cfg, iter_jsonl(_resolve(cfg, root, file=True), source=cfg.name,
-                                   max_line_bytes=limits.max_line_bytes), row)
-
-
-@register("math")
-def math(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
-    """MATH JSONL (``problem``, ``solution`` with the gold in the last ``\\boxed{}``, ``level``, ``type``)."""
-
-    def row(sid: str, obj: dict[str, Any]) -> RawRow:
-        return RawRow(cfg.name, sid, obj.get("problem"), solution=obj.get("solution"), gold_from="boxed",
-                      split=cfg.split, subject=obj.get("type", obj.get("subject")), level=obj.get("level"),
-                      excerpt=_excerpt(obj.get("problem")))
-
-    return _mapped(cfg, iter_jsonl(_resolve(cfg, root, file=True), source=cfg.name,
-                                   max_line_bytes=limits.max_line_bytes), row)
 
 
 class MappedOptions(Model):
@@ -204,7 +155,7 @@ class Mapping:
         return self.preset.metadata if self.preset else None
 
 
-def _mapping(cfg: SourceConfig) -> Mapping:
+def field_mapping(cfg: SourceConfig) -> Mapping:
     preset = get_preset(cfg.preset) if cfg.preset else None
     options = dict(cfg.options)
     if preset:
@@ -257,14 +208,14 @@ def _no_gold(ans: Any, m: Mapping) -> bool:
     return bool(m.preset and isinstance(ans, str) and ans.strip().lower() in m.preset.no_gold)
 
 
-def _mapped_row(cfg: SourceConfig, sid: str, obj: dict[str, Any], m: Mapping) -> Record:
+def mapped_row(cfg: SourceConfig, sid: str, obj: dict[str, Any], m: Mapping) -> Record:
     mapping = m.fields
     rid = paths.get(obj, mapping["id"])
     answer, alternatives = _answer_of(obj, m)
     if _no_gold(answer, m):
         return RawReject(cfg.name, str(rid) if rid is not None else sid, "missing_gold",
                          f"answer {answer.strip()!r} is {m.preset.name}'s marker for an item without a gold",
-                         _excerpt(_question_of(obj, m)))
+                         excerpt(_question_of(obj, m)))
     if m.kept is None:
         used = set(mapping.values())
         extra = {k: v for k, v in obj.items() if k not in used and isinstance(v, str | int | float | bool | None)}
@@ -278,14 +229,14 @@ def _mapped_row(cfg: SourceConfig, sid: str, obj: dict[str, Any], m: Mapping) ->
         cfg.name, str(rid) if rid is not None else sid, question,
         answer=answer, solution=paths.get(obj, mapping["solution"]), gold_from=m.opts.gold_from,
         split=cfg.split, subject=paths.get(obj, mapping["subject"]), level=paths.get(obj, mapping["level"]),
-        metadata=extra, excerpt=_excerpt(question),
+        metadata=extra, excerpt=excerpt(question),
         source_difficulty=difficulty,
         source_difficulty_measure=(m.preset.difficulty_measure if m.preset and "source_difficulty" not in cfg.mapping
                                    else mapping["source_difficulty"]) if difficulty is not None else None,
     )
 
 
-def _check_columns(cfg: SourceConfig, columns: list[str], m: Mapping) -> None:
+def check_columns(cfg: SourceConfig, columns: list[str], m: Mapping) -> None:
     needed = [m.fields["question"], m.fields["solution"] if m.opts.gold_from == "boxed" else m.fields["answer"]]
     if missing := [c for c in needed if paths.top_key(c, dict.fromkeys(columns)) not in columns]:
         raise ConfigError(
@@ -294,15 +245,7 @@ def _check_columns(cfg: SourceConfig, columns: list[str], m: Mapping) -> None:
         )
 
 
-@register("jsonl")
-def jsonl(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
-    """Any JSONL file; ``mapping`` names the columns (question, answer, solution, id, subject, level)."""
-    m = _mapping(cfg)
-    items = iter_jsonl(_resolve(cfg, root, file=True), source=cfg.name, max_line_bytes=limits.max_line_bytes)
-    return _mapped(cfg, items, lambda sid, obj: _mapped_row(cfg, sid, obj, m))
-
-
-def _damaged(cfg: SourceConfig, path: Path, exc: BaseException, n: int) -> SourceError:
+def damaged(cfg: SourceConfig, path: Path, exc: BaseException, n: int) -> SourceError:
     why = " ".join(str(exc).split())
     why = why[:197] + "..." if len(why) > 200 else why
     where = f" after {n:,} rows" if n else ""
@@ -326,9 +269,9 @@ _SCALARS = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, p
             pa.types.is_boolean, pa.types.is_null)
 
 
-def _read_columns(schema: pa.Schema, m: Mapping) -> list[str]:
+def read_columns(schema: pa.Schema, m: Mapping) -> list[str]:
     """The top-level columns a row needs: the mapped ones, and those kept in metadata (without a preset's list:
-    every column of a type that becomes a str, int, float, bool or None, the values ``_mapped_row`` keeps)."""
+    every column of a type that becomes a str, int, float, bool or None, the values ``mapped_row`` keeps)."""
     names = schema.names
     mapped = {paths.top_key(p, dict.fromkeys(names)) for p in m.fields.values()}
     if m.kept is None:
@@ -340,7 +283,7 @@ def _read_columns(schema: pa.Schema, m: Mapping) -> list[str]:
     return [n for n in names if n in mapped | kept]
 
 
-def _arrow_rows(cfg: SourceConfig, batches: Iterable[pa.RecordBatch], m: Mapping, limits: Limits,
+def record_rows(cfg: SourceConfig, batches: Iterable[pa.RecordBatch], m: Mapping, limits: Limits,
                 sid: Callable[[int], str]) -> Iterator[Record]:
     """The rows of ``batches`` through the mapping, each value measured on the Arrow arrays first
     (:mod:`pipeline.ingest.arrow_rows`): one over its cap is a reject before it becomes a Python object."""
@@ -349,10 +292,10 @@ def _arrow_rows(cfg: SourceConfig, batches: Iterable[pa.RecordBatch], m: Mapping
     items = arrow_rows.rows(batches, source=cfg.name, sid=sid, caps=_caps(m, limits),
                             max_row_bytes=limits.max_line_bytes, question=m.fields["question"],
                             id_column=m.fields["id"], others=metadata, mapped=frozenset(m.fields.values()))
-    return _mapped(cfg, items, lambda s, obj: _mapped_row(cfg, s, obj, m))
+    return mapped(cfg, items, lambda s, obj: mapped_row(cfg, s, obj, m))
 
 
-def _parquet_batches(cfg: SourceConfig, files: Path | list[str], m: Mapping) -> Iterator[pa.RecordBatch]:
+def parquet_batches(cfg: SourceConfig, files: Path | list[str], m: Mapping) -> Iterator[pa.RecordBatch]:
     """The record batches of a Parquet file, folder or file list, row group by row group. Only the columns a row
     needs are read; text columns are read as dictionaries, so a value stored once and repeated is held once
     (decoding a dictionary page densely would copy it into every row). A batch holds at most PARQUET_BATCH_ROWS
@@ -364,8 +307,8 @@ def _parquet_batches(cfg: SourceConfig, files: Path | list[str], m: Mapping) -> 
 
     found = ds.dataset(files, format="parquet")
     schema = found.schema
-    _check_columns(cfg, schema.names, m)
-    columns = _read_columns(schema, m)
+    check_columns(cfg, schema.names, m)
+    columns = read_columns(schema, m)
     text = [c for c in columns if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)
             or pa.types.is_binary(schema.field(c).type)]
     paths_ = list(found.files)
@@ -396,7 +339,7 @@ def _parquet_batches(cfg: SourceConfig, files: Path | list[str], m: Mapping) -> 
     return batches()
 
 
-def _guarded(cfg: SourceConfig, path: Path, batches: Iterator[pa.RecordBatch], counter: list[int],
+def guarded(cfg: SourceConfig, path: Path, batches: Iterator[pa.RecordBatch], counter: list[int],
              ) -> Iterator[pa.RecordBatch]:
     """``batches``, with a read error anywhere (a damaged page) as the source's one-line :class:`SourceError`."""
     while True:
@@ -405,138 +348,8 @@ def _guarded(cfg: SourceConfig, path: Path, batches: Iterator[pa.RecordBatch], c
         except StopIteration:
             return
         except (pa.ArrowException, OSError) as exc:
-            raise _damaged(cfg, path, exc, counter[0]) from None
+            raise damaged(cfg, path, exc, counter[0]) from None
         counter[0] += batch.num_rows
         yield batch
 
 
-@register("parquet")
-def parquet(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
-    """A Parquet file (or a directory of them) with a column ``mapping``, read in batches of 1,024 rows.
-
-    Only the columns a row needs are read, text columns as dictionaries; a value over its cap is a reject
-    before it is decoded (:mod:`pipeline.ingest.arrow_rows`). A file that cannot be read (truncated, not
-    Parquet, a damaged page) is a :class:`SourceError` naming it, wherever the damage is: the stage writes
-    nothing from a partly read source.
-    """
-    m = _mapping(cfg)
-    path = _resolve(cfg, root)
-    try:
-        batches = _parquet_batches(cfg, path, m)
-    except (pa.ArrowException, OSError) as exc:
-        raise _damaged(cfg, path, exc, 0) from None
-    yield from _arrow_rows(cfg, _guarded(cfg, path, batches, [0]), m, limits, lambda n: f"{path.name}:{n}")
-
-
-@register("hf")
-def hf(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
-    """A Hub dataset (``path``, or the preset's dataset), or local data, under the same caps as the other kinds.
-
-    Local data: a Parquet or JSONL file, or a folder holding ``<split>-*.parquet`` / ``<split>.parquet`` (or
-    ``.jsonl``) files (the Hub's shard names; any depth), or for ``train`` a folder of such files without split
-    names (as 🤗 datasets reads it), is read as the parquet and jsonl kinds read (bounded batches, the caps applied
-    before decoding, the line cap), with no 🤗 datasets cache. Any other local folder (CSV, Arrow), or a Hub
-    name, streams through ``load_dataset(name, options.config, split=options.hf_split, streaming=True)``
-    as Arrow batches (no Arrow cache is built), measured the same way. Rows are named ``<split>:<n>``.
-    """
-    m = _mapping(cfg)
-    path = cfg.path or (m.preset.hub if m.preset else None)
-    if not path:
-        raise ConfigError(f"source {cfg.name!r} (hf) needs a 'path': a Hub dataset name or a local folder")
-    local = Path(path) if Path(path).is_absolute() else root / path
-    files = _local_files(local, m.opts.hf_split) if local.exists() else None
-    sid = lambda n: f"{m.opts.hf_split}:{n}"  # noqa: E731
-    if files and files[0] == "json":
-        return _hf_jsonl(cfg, files[1], m, limits)
-    if files:
-        try:
-            batches = _parquet_batches(cfg, files[1], m)
-        except (pa.ArrowException, OSError) as exc:
-            raise _damaged(cfg, local, exc, 0) from None
-        return _arrow_rows(cfg, _guarded(cfg, local, batches, [0]), m, limits, sid)
-    name = str(local) if local.exists() else path
-    data = _load(cfg, name, lambda datasets: datasets.load_dataset(name, m.opts.config, split=m.opts.hf_split,
-                                                                   streaming=True))
-    return _hf_stream(cfg, name, data, m, limits, sid)
-
-
-def _local_files(local: Path, split: str) -> tuple[str, list[str]] | None:
-    """``(builder, files)`` for a local Parquet/JSONL file or a folder of ``<split>`` shards; None otherwise.
-
-    A folder whose files carry no split name (``data.jsonl``, ``part-0.parquet``) is, as 🤗 datasets reads it,
-    all ``train``: its Parquet files, else its JSON lines files, go through the same bounded readers."""
-    builders = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
-    if local.is_file():
-        return (builders[local.suffix], [str(local)]) if local.suffix in builders else None
-    for builder, suffixes in (("parquet", (".parquet",)), ("json", (".jsonl", ".json"))):
-        found = sorted({p for sfx in suffixes for p in (*local.rglob(f"{split}-*{sfx}"), *local.rglob(f"{split}{sfx}"))})
-        if found:
-            return builder, [str(p) for p in found]
-    if split == "train":
-        for builder, suffixes in (("parquet", (".parquet",)), ("json", (".jsonl", ".json"))):
-            found = sorted(p for sfx in suffixes for p in local.rglob(f"*{sfx}")
-                           if not any(part.startswith((".", "_")) for part in p.relative_to(local).parts))
-            if found:
-                return builder, [str(p) for p in found]
-    return None
-
-
-def _load(cfg: SourceConfig, name: str, load: Callable) -> Any:
-    import datasets
-
-    try:
-        return load(datasets)
-    except Exception as exc:  # datasets raises many types; all mean "could not load"
-        why = " ".join(str(exc).split())[:300]
-        raise ConfigError(f"source {cfg.name!r}: load_dataset({name!r}) failed: {why}") from exc
-
-
-def _hf_jsonl(cfg: SourceConfig, files: list[str], m: Mapping, limits: Limits) -> Iterator[Record]:
-    """Local JSON lines files read as the jsonl kind reads them (the line cap, bounded reads), rows named
-    ``<split>:<n>`` as a 🤗 dataset names them."""
-    def items() -> Iterator:
-        n = 0
-        for f in files:
-            for item in iter_jsonl(Path(f), source=cfg.name, max_line_bytes=limits.max_line_bytes):
-                sid = f"{m.opts.hf_split}:{n}"
-                n += 1
-                if isinstance(item, RawReject):
-                    item.source_id = sid
-                    yield item
-                else:
-                    yield sid, item[1]
-    return _mapped(cfg, items(), lambda s, obj: _mapped_row(cfg, s, obj, m))
-
-
-def _hf_stream(cfg: SourceConfig, name: str, data: Any, m: Mapping, limits: Limits,
-               sid: Callable[[int], str]) -> Iterator[Record]:
-    """A streamed 🤗 dataset as Arrow batches of PARQUET_BATCH_ROWS rows, through the same caps."""
-    import datasets
-
-    columns_all = list(data.column_names or [])
-    if columns_all:
-        _check_columns(cfg, columns_all, m)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        try:
-            for table in data.with_format("arrow").iter(batch_size=PARQUET_BATCH_ROWS):
-                if not columns_all:
-                    _check_columns(cfg, table.schema.names, m)
-                table = table.select(_read_columns(table.schema, m))
-                yield from table.to_batches()
-        except datasets.exceptions.DatasetsError as exc:  # pragma: no cover - a Hub or builder failure mid-stream
-            why = " ".join(str(exc).split())[:300]
-            raise SourceError(f"source {cfg.name!r}: reading {name!r} failed: {why}") from None
-
-    return _arrow_rows(cfg, batches(), m, limits, sid)
-
-
-@register("synthetic")
-def synthetic(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
-    """Seeded arithmetic of graded difficulty (see :mod:`pipeline.ingest.synthetic`)."""
-    opts = parse_options(SyntheticOptions, cfg.options, where=f"source {cfg.name!r} options")
-    for i, item in enumerate(generate(opts)):
-        yield RawRow(
-            cfg.name, f"{item.level}:{i}", item.question, answer=item.answer, solution=item.solution,
-            split=cfg.split, subject=item.skill, level=item.level, excerpt=item.question[:200],
-        )
