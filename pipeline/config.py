@@ -593,7 +593,35 @@ class Params(Model):
         return self
 
 
-def _format_error(exc: ValidationError, origin: str) -> str:
+def _keys_at(model: type[BaseModel] | None, loc: tuple) -> list[str] | None:
+    """The keys a model allows where ``loc`` (a validation error's path, its last step the bad key) points, following
+    nested models through their fields (an optional, a list's or a mapping's model included); None where unknown."""
+    import typing
+
+    current: Any = model
+    for step in loc[:-1]:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            if isinstance(step, int | str) and current is not None:  # a list index or a mapping key: its values' model
+                args = [a for a in typing.get_args(current) if a is not type(None)]
+                current = args[-1] if args else None
+                if isinstance(current, type) and issubclass(current, BaseModel):
+                    continue
+            return None
+        field = current.model_fields.get(step) if isinstance(step, str) else None
+        if field is None:
+            return None
+        current = field.annotation
+        while typing.get_origin(current) in (typing.Union, Annotated) or type(current).__name__ == "UnionType":
+            args = [a for a in typing.get_args(current) if a is not type(None)]
+            current = args[0] if args else None
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return sorted(current.model_fields)
+    return None
+
+
+def _format_error(exc: ValidationError, origin: str, model: type[BaseModel] | None = None) -> str:
+    import difflib
+
     parts = []
     for err in exc.errors():
         path = err["loc"][:-2] if err["loc"][-1:] == ("[key]",) else err["loc"]  # a bad key: its mapping's path
@@ -601,6 +629,10 @@ def _format_error(exc: ValidationError, origin: str) -> str:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not allowed here)"
+            known = _keys_at(model, tuple(path))
+            if known:
+                close = ", ".join(difflib.get_close_matches(str(path[-1]), known, n=3))
+                msg = f"unknown key{f' (did you mean {close}?)' if close else ''}; known: {', '.join(known)}"
         elif err["type"] == "value_error" and err["loc"]:
             msg = msg.removeprefix("Value error, ")
         if err["type"] == "value_error" and not err["loc"]:  # a whole-file check: its message names the key
@@ -616,7 +648,7 @@ def parse_params(raw: dict[str, Any], *, origin: str = "params") -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, origin)) from None
+        raise ConfigError(_format_error(exc, origin, Params)) from None
 
 
 # A params file is a page of settings: past these it is refused before it is parsed into values. DVC parses the
@@ -690,7 +722,7 @@ def parse_options(model: type[BaseModel], options: dict[str, Any], *, where: str
     try:
         return model.model_validate(options)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, where)) from None
+        raise ConfigError(_format_error(exc, where, model)) from None
 
 
 def field_default(model: type[BaseModel], name: str) -> Any:

@@ -74,8 +74,23 @@ def test_repo_params_load():
 def test_unknown_key_is_named():
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["ingest"]["max_question_charz"] = 3
-    with pytest.raises(ConfigError, match=r"ingest\.max_question_charz: unknown key"):
+    with pytest.raises(ConfigError, match=r"ingest\.max_question_charz: unknown key \(did you mean max_question_chars[,?].*; "
+                                          r"known: .*max_question_chars"):
         parse_params(raw)
+
+
+def test_a_typo_in_a_knob_gets_the_close_keys_at_any_depth():
+    """A nested section, a list item and a mapping's value (a policy) all name the keys allowed where the typo is."""
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["ingest"]["sources"][0]["pth"] = "x"
+    raw["policies"]["smollm2-135m-3shot"]["sampling"]["temprature"] = 1.0
+    raw["annotate"]["bands"] = {"learnable_mn": 0.3}
+    with pytest.raises(ConfigError) as err:
+        parse_params(raw)
+    msg = str(err.value)
+    assert "ingest.sources.0.pth: unknown key (did you mean path?)" in msg
+    assert "policies.smollm2-135m-3shot.sampling.temprature: unknown key (did you mean temperature?)" in msg
+    assert "annotate.bands.learnable_mn: unknown key (did you mean learnable_min, learnable_max?)" in msg
 
 
 @pytest.mark.parametrize(("section", "key", "value", "message"), [

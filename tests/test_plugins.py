@@ -438,7 +438,7 @@ def test_a_typo_in_a_plugin_name_or_file_is_one_line_at_load(tmp_path, throwaway
         load_params(params)
     raw["reformulate"] = {"methods": ["please"], "options": {"please": {"wrod": "x"}}}
     params.write_text(yaml.safe_dump(raw))
-    with pytest.raises(ConfigError, match=r"reformulate\.options\.please: wrod: unknown key"):
+    with pytest.raises(ConfigError, match=r"reformulate\.options\.please: wrod: unknown key \(did you mean word\?\)"):
         load_params(params)
     raw["reformulate"] = {"methods": ["please"], "options": {"pleas": {}}}
     params.write_text(yaml.safe_dump(raw))

@@ -231,7 +231,7 @@ def test_adding_a_policy_generates_only_for_it_and_a_full_rerun_nothing():
 def test_unknown_engine_and_unknown_options_are_errors():
     with pytest.raises(ConfigError, match=r"unknown engine 'vlm' \(did you mean vllm\?\); known: fake, openai, ray, vllm"):
         get_engine("vlm")
-    with pytest.raises(ConfigError, match=r"engine_options\.fake: dealy_s: unknown key"):
+    with pytest.raises(ConfigError, match=r"engine_options\.fake: dealy_s: unknown key \(did you mean delay_s\?\)"):
         fake(dealy_s=1)
 
 
