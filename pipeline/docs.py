@@ -16,7 +16,7 @@ text around it is hand-written and left alone. The blocks and their sources:
   measured on the labelled set (pipeline/annotate/flag_quality.yaml, written by benchmarks/flag_quality.py);
 - ``policies`` (docs/verifier.md): the verifier policies' rule text (``POLICIES`` in pipeline/verify/policies.py);
   the cases column is the measured count the page already holds, which tests/test_verify_differential.py checks;
-- ``config`` (docs/configuration.md): every params.yaml key, from the pydantic models of pipeline/config.py
+- ``config`` (docs/configuration.md): every params.yaml key, from the pydantic models of pipeline/config/
   (type, default, the field's description);
 - ``stages`` (docs/stages.md): every stage of dvc.yaml with its command and what it writes;
 - ``cli`` (docs/cli.md): each subcommand's ``--help`` (``COMMANDS`` in pipeline/cli.py);
@@ -315,7 +315,7 @@ BLOCKS: list[Block] = [
     Block("tables", "docs/tables.md", "schemas/*.yaml", lambda _: tables_markdown()),
     Block("flags", "docs/flags.md", "pipeline/annotate/detectors/ and flag_quality.yaml", lambda _: flags_markdown()),
     Block("policies", "docs/verifier.md", "pipeline/verify/policies.py", policies_markdown),
-    Block("config", "docs/configuration.md", "pipeline/config.py", lambda _: config_markdown()),
+    Block("config", "docs/configuration.md", "pipeline/config/", lambda _: config_markdown()),
     Block("stages", "docs/stages.md", "dvc.yaml", lambda _: stages_markdown()),
     Block("presets", "docs/stages.md", "pipeline/ingest/presets/*.yaml", presets_markdown),
     Block("cli", "docs/cli.md", "pipeline/cli.py's --help", lambda _: cli_markdown()),

@@ -89,7 +89,7 @@ def _needed(dvc_file: Path) -> list[str]:
 
 
 def test_params_yaml_repeats_a_default_only_where_dvc_needs_the_key():
-    """Each default has one home, pipeline/config.py: a key of params.yaml whose value is its default is there
+    """Each default has one home, pipeline/config/: a key of params.yaml whose value is its default is there
     only because dvc.yaml interpolates or tracks it (without it DVC stops), never as a second copy."""
     path = REPO / "params.yaml"
     raw = yaml.safe_load(path.read_text())

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from pipeline.config import NAME_PATTERN, ConfigError, Model, Name, _format_error, unknown_name
+from pipeline.config import NAME_PATTERN, ConfigError, Model, Name, format_error, unknown_name
 from pipeline.engines.registry import Prompt
 from pipeline.keys import canonical_json, digest
 from pipeline.plugins import YAML_LOADERS, Registry
@@ -159,7 +159,7 @@ def _load(path: Path, mtime_ns: int) -> PromptTemplate:
     try:
         tpl = PromptTemplate.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, str(path))) from None
+        raise ConfigError(format_error(exc, str(path))) from None
     if tpl.name != path.stem:
         raise ConfigError(f"{path}: declares name {tpl.name!r}, expected {path.stem!r} (the file name)")
     return tpl

@@ -30,7 +30,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from pipeline.config import ConfigError, LicenseId, Model, Name, _format_error
+from pipeline.config import ConfigError, LicenseId, Model, Name, format_error
 from pipeline.plugins import YAML_LOADERS, Registry
 
 __all__ = ["PRESETS", "PRESETS_DIR", "Preset", "get_preset", "load_preset"]
@@ -76,7 +76,7 @@ def load_preset(path: Path) -> Preset:
     try:
         return Preset.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, str(path))) from None
+        raise ConfigError(format_error(exc, str(path))) from None
 
 
 def _add(registry: Registry[Preset], path: Path) -> None:
