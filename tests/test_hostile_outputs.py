@@ -298,11 +298,11 @@ def test_card_ids_and_tags_are_checked(key, value):
 
 
 def test_every_card_value_is_shown_literally():
-    code = card_mod._code("a\rb`c``d<script>")
+    code = card_mod.md_code("a\rb`c``d<script>")
     assert code == "```a\\rb`c``d<script>```"  # a fence longer than any run inside: the span cannot be closed
-    assert card_mod._code("`x`") == "`` `x` ``"
-    assert card_mod._text("Mine <b>*x*</b> [l](javascript:1)") == "Mine \\<b\\>\\*x\\*\\</b\\> \\[l\\](javascript:1)"
-    row = card_mod._table(["a"], [["x|y\r\nz\x00"]]).splitlines()[-1]
+    assert card_mod.md_code("`x`") == "`` `x` ``"
+    assert card_mod.md_text("Mine <b>*x*</b> [l](javascript:1)") == "Mine \\<b\\>\\*x\\*\\</b\\> \\[l\\](javascript:1)"
+    row = card_mod.md_table(["a"], [["x|y\r\nz\x00"]]).splitlines()[-1]
     assert row == "| x\\|y\\r\\nz\\u0000 |"
 
 
