@@ -17,7 +17,7 @@ between groups of three) and :data:`PLAIN` (no separators: the form after :func:
 another number. Callers: the gold checks (pipeline/gold.py), the extractors and the grader
 (pipeline/verify), the flag detectors (pipeline/annotate) and the reformulators' numerals. One number written
 alone is read by :func:`read_number` (exact, a Fraction), under :class:`Bounds` its caller chooses (the grader's fast
-path keeps to math-verify's precision); the expression tokenizer of pipeline/arith.py reads the same grammar.
+path keeps to math-verify's precision); the expression tokenizer of pipeline/arith/evaluate.py reads the same grammar.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The arithmetic reader behind unsupported_answer (pipeline/arith.py) and its SQL shortcut."""
+"""The arithmetic reader behind unsupported_answer (pipeline/arith/) and its SQL shortcut."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_the_word_operators_in_one_pass_are_the_five_passes_they_replaced():
     gives the same text on word arithmetic of every shape, case and spacing."""
     import re
 
-    from pipeline import arith
+    from pipeline.arith import text as arith
 
     passes = [(re.compile(rf"(?<=[\d)%])\s+(?:{words})\s+(?=[-$\d(])", re.I), sym) for words, sym in arith._WORD_OP_WORDS]
 

@@ -25,7 +25,8 @@ from pipeline.annotate import annotate_tables, run
 from pipeline.annotate import core as annotate_core
 from pipeline.annotate.detectors import DETECTORS, flag_options_model
 from pipeline.annotate.flag_runner import DETECTOR_ERROR
-from pipeline.arith import MAX_DIGITS, _evaluate_tokens, evaluate, show, statements
+from pipeline.arith import MAX_DIGITS, evaluate, show, statements
+from pipeline.arith.evaluate import _evaluate_tokens
 from pipeline.cli import cli
 from pipeline.config import AnnotateConfig, load_params
 from pipeline.io import read_table, write_table

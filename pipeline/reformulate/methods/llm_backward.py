@@ -82,8 +82,9 @@ class LlmBackwardOptions(Model):
 
 @functools.cache
 def rules_digest() -> str:
-    """A digest of the rule writer's code (the rules and the arithmetic they recompute with): its identity."""
-    return digest("".join(Path(m.__file__).read_text(encoding="utf-8") for m in (backward_rules, arith)))
+    """A digest of the rule writer's code (the rules and the arithmetic package they recompute with): its identity."""
+    files = [Path(backward_rules.__file__), *sorted(Path(arith.__file__).parent.glob("*.py"))]
+    return digest("".join(f.read_text(encoding="utf-8") for f in files))
 
 
 @register
