@@ -142,9 +142,10 @@ def test_a_worker_that_died_while_idle_is_replaced():
 # a stage process of its own: a pool, one poisoned item; it prints its pid, its forkserver's and its worker's
 _STAGE = """
 import os, sys
-from pipeline.verify.pool import GradePool, _server
+from pipeline.verify.forkserver import server
+from pipeline.verify.pool import GradePool
 pool = GradePool(workers=1, timeout_s=float(sys.argv[1]), memory_mb=1024, wall_factor=1000).__enter__()
-print(os.getpid(), _server()._forkserver_pid, pool._slots[0].proc.pid, flush=True)
+print(os.getpid(), server()._forkserver_pid, pool._slots[0].proc.pid, flush=True)
 print(pool.map([("3", "9^{9^{9}}"), ("1", "1")]), flush=True)
 """
 
@@ -221,7 +222,7 @@ def test_a_worker_bounds_its_own_cpu_when_its_parent_cannot():
     import os
     import signal
 
-    from pipeline.verify.pool import _CPU_GRACE_S
+    from pipeline.verify.worker import CPU_GRACE_S as _CPU_GRACE_S
 
     timeout = 1.0
     proc, stage, server, worker = _stage(timeout_s=timeout)
@@ -265,19 +266,19 @@ def test_a_runnable_worker_is_starved_and_a_sleeping_one_is_not():
 def test_the_workers_run_this_pipeline_from_a_folder_holding_another(tmp_path):
     """Run from a folder that holds another ``pipeline`` package (a user's project; the band-value runner's checkout
     beside its pinned copy), the forkserver, a ``python -c`` whose path starts with that folder, imported it and
-    every worker ran its code: here a ``_worker`` that exits at once. The pool starts it on this process's code."""
+    every worker ran its code: here a ``worker_main`` that exits at once. The pool starts it on this process's code."""
     foreign = tmp_path / "project" / "pipeline" / "verify"
     foreign.mkdir(parents=True)
     for f in ("__init__.py", "verify/__init__.py", "verify/_preload.py"):
         (tmp_path / "project" / "pipeline" / f).write_text("")
-    (foreign / "pool.py").write_text("import sys\n\n\ndef _worker(*args, **kwargs):\n    sys.exit(3)\n")
+    (foreign / "worker.py").write_text("import sys\n\n\ndef worker_main(*args, **kwargs):\n    sys.exit(3)\n")
     script = tmp_path / "stage.py"  # a script's own folder, not the current one, starts its path: it imports ours
     script.write_text("from pipeline.verify.pool import GradePool\n"
                       "with GradePool(workers=1, timeout_s=10, memory_mb=1024) as pool:\n"
                       "    print(pool.map([('2', '2'), ('2', '3')]))\n")
-    from pipeline.verify import pool as ours
+    from pipeline.verify import forkserver as ours
 
-    env = {**__import__("os").environ, "PYTHONPATH": ours._IMPORT_ROOT}
+    env = {**__import__("os").environ, "PYTHONPATH": ours.IMPORT_ROOT}
     res = subprocess.run([sys.executable, str(script)], cwd=tmp_path / "project", env=env, capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]

@@ -11,15 +11,6 @@ it had finished but not yet sent, goes back to the queue for a fresh worker. A w
 dies (the kernel's OOM killer, a segfault) costs only the item it was on (``error``). A
 poisoned input therefore costs at most its time bound and never stalls the stage.
 
-A worker also bounds itself, so nothing keeps computing when the parent is gone (the OOM killer takes
-the stage process alone, a ``kill -9``): before each item it moves its soft ``RLIMIT_CPU`` to that
-item's CPU bound plus a second (the kernel then kills it with SIGXCPU, recorded as ``timeout``, should
-the parent be stopped or starved); it asks the kernel for SIGKILL when the forkserver exits
-(``PR_SET_PDEATHSIG``); and it closes its copy of the forkserver's "alive" pipe, which the forkserver
-watches to exit once the stage process is gone (a worker holding it kept the forkserver, and so itself,
-alive). The forkserver gets no parent-death signal of its own: it would fire when the *thread* that
-started it ends, and threads share the pool.
-
 Why one message per batch: with a message per item, the parent woke for every check and, on
 one core, took its time and its caches from the worker (about 10 % of the throughput of a
 ~3 ms check here). Why not pebble's ProcessPool (also on PyPI): its per-task timeout is right,
@@ -27,13 +18,10 @@ but a task per item pays that round trip, and a task per batch would lose a whol
 one poisoned item. Workers fork from a forkserver that has already imported math-verify and
 sympy, so replacing a killed worker takes milliseconds, not seconds.
 
-Workers never import the caller's ``__main__``: multiprocessing would re-run a script that has no
-``if __name__ == "__main__":`` guard in every worker (which then fails to start); :class:`_Popen`
-sends the workers everything of the caller's set-up except its main module, so a plain script,
-``python -c``, a notebook, a thread or a Ray task can all grade. :func:`shared_pool` is the one
-persistent pool per set of bounds that :func:`pipeline.verify.judge.judge_many` uses: started lazily
-on the first check that needs it, shared by threads (one ``map`` at a time), and left behind (never
-closed: its workers belong to the parent) in a child forked from its process.
+:func:`shared_pool` is the one persistent pool per set of bounds that :func:`pipeline.verify.judge.judge_many`
+uses: started lazily on the first check that needs it, shared by threads (one ``map`` at a time), and left behind
+(never closed: its workers belong to the parent) in a child forked from its process. The worker's side is
+:mod:`pipeline.verify.worker`, the forkserver the workers fork from :mod:`pipeline.verify.forkserver`.
 
     >>> with GradePool(workers=2, timeout_s=5, memory_mb=1024) as pool:   # doctest: +SKIP
     ...     pool.map([("8", "8"), ("8", "\\\\frac{16}{2}"), ("8", "9")])
@@ -45,26 +33,20 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import io
-import math
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
-import resource
 import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
-from multiprocessing.context import set_spawning_popen
 
 from pipeline.errors import PassbandError
-from pipeline.gold import parse_gold
-from pipeline.lifetime import die_with_parent
+from pipeline.verify.forkserver import WorkerProcess, context, server, this_code_first
 from pipeline.verify.grader import Grade, GradeOptions, grade
+from pipeline.verify.worker import CPU, ITEM, PHASE, PHASES, WALL, GradeFn, worker_main
 
-_CTX: mp.context.BaseContext | None = None
 _START_TIMEOUT_S = 120.0
 
 
@@ -72,184 +54,9 @@ class VerifyError(PassbandError):
     """A verification failure that stops the stage (a worker that cannot start; raise_on_error)."""
 
 
-# what multiprocessing's preparation data uses to re-import the parent's main module in the child
-_MAIN_KEYS = ("init_main_from_path", "init_main_from_name")
-
-
-class _Popen(popen_forkserver.Popen):
-    """The forkserver's ``Popen`` without the caller's main module: ``_launch`` as in CPython 3.11-3.13, with
-    ``init_main_from_path``/``init_main_from_name`` left out of the preparation data, so the child never runs
-    ``spawn._fixup_main_from_path`` (which imports the caller's script as ``__mp_main__``: a script without a
-    main guard would run again in the worker and call ``judge`` there). The worker needs nothing from the
-    caller's main: its target and arguments live in :mod:`pipeline.verify`."""
-
-    def _launch(self, process_obj):
-        prep_data = {k: v for k, v in spawn.get_preparation_data(process_obj._name).items() if k not in _MAIN_KEYS}
-        buf = io.BytesIO()
-        set_spawning_popen(self)
-        try:
-            reduction.dump(prep_data, buf)
-            reduction.dump(process_obj, buf)
-        finally:
-            set_spawning_popen(None)
-        self.sentinel, w = _server().connect_to_new_process(self._fds)  # running: GradePool._spawn started it
-        _parent_w = os.dup(w)  # the child's sentinel of its parent, as in CPython
-        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
-        with open(w, "wb", closefd=True) as f:
-            f.write(buf.getbuffer())
-        self.pid = forkserver.read_signed(self.sentinel)
-
-
-class _Process(mp.context.ForkServerProcess):
-    _start_method = "forkserver"
-
-    @staticmethod
-    def _Popen(process_obj):
-        return _Popen(process_obj)
-
-
-_SERVER: tuple[int, forkserver.ForkServer] | None = None
-_SERVER_LOCK = threading.Lock()
-
-
-def _server() -> forkserver.ForkServer:
-    """passband's own forkserver (not multiprocessing's global one: another library's preload or a fork of this
-    process cannot break it): it imports math-verify and sympy once; a process forked from this one gets its own."""
-    global _SERVER
-    with _SERVER_LOCK:
-        if _SERVER is None or _SERVER[0] != os.getpid():
-            server = forkserver.ForkServer()
-            server.set_forkserver_preload(["pipeline.verify._preload"])
-            _SERVER = (os.getpid(), server)
-        return _SERVER[1]
-
-
-_IMPORT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds this pipeline/
-
-
-@contextlib.contextmanager
-def _this_code_first():
-    """The environment the forkserver starts in, so that it imports this process's ``pipeline``.
-
-    The forkserver is ``python -c ...``, whose path starts with the current folder, and CPython (3.11-3.13) does not
-    give it the parent's ``sys.path``: run from a folder that holds another ``pipeline`` package (a user's project
-    has one; a checkout of another commit beside a pinned copy, as the band-value runner is), it imported that one
-    and every worker ran foreign code (``TypeError: _worker() missing 2 required positional arguments``). Started
-    with ``PYTHONSAFEPATH`` (no current folder on its path) and, where this ``pipeline`` is not in site-packages,
-    its folder first on ``PYTHONPATH``, it imports this code. The variables are restored at once (the workers it
-    forks later inherit the forkserver's, and start no Python of their own)."""
-    import site
-
-    saved = {k: os.environ.get(k) for k in ("PYTHONSAFEPATH", "PYTHONPATH")}
-    os.environ["PYTHONSAFEPATH"] = "1"
-    site_dirs = {os.path.abspath(d) for d in [*site.getsitepackages(), site.getusersitepackages()]}
-    if _IMPORT_ROOT not in site_dirs:  # a checkout, an editable install or a copy: its folder first
-        os.environ["PYTHONPATH"] = os.pathsep.join([_IMPORT_ROOT, *filter(None, [saved["PYTHONPATH"]])])
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _context() -> mp.context.BaseContext:
-    global _CTX
-    if _CTX is None:
-        _CTX = mp.get_context("forkserver")
-    return _CTX
-
-
-GradeFn = Callable[..., Grade]
-
-
-# the shared progress array of a worker: the item it is on (-1: none), when it started it, and its phase
-_ITEM, _WALL, _CPU, _PHASE = 0, 1, 2, 3
-_PHASES = {0: "grading the answer", 1: "parsing the gold"}
-
-
-# CPU seconds a worker may run past an item's bound before its own RLIMIT_CPU stops it: the parent's kill comes first
-_CPU_GRACE_S = 1.0
 # a worker that is runnable but gets too little of a core (a loaded machine) keeps its item up to this many
 # times the CPU bound in wall time, against wall_factor times for one that sleeps
 STARVED_FACTOR = 30.0
-
-
-def _die_with(server_pid: int) -> None:
-    """SIGKILL this worker when the forkserver that forked it exits, and let the forkserver exit with the stage.
-
-    The forkserver exits when every holder of its "alive" pipe's write end is gone; each worker inherits one
-    (so that it could start processes of its own, which it never does): closed here, the stage process is the
-    last holder. Linux only (prctl); elsewhere the worker's RLIMIT_CPU and its pipe's EOF still end it."""
-    alive = forkserver._forkserver._forkserver_alive_fd
-    if alive is not None:
-        with contextlib.suppress(OSError):
-            os.close(alive)
-        forkserver._forkserver._forkserver_alive_fd = None
-    die_with_parent(server_pid)
-
-
-def _cpu_limit(timeout_s: float) -> None:
-    """Move the soft RLIMIT_CPU to this item's bound (from now) plus a grace; the hard limit stays as it was."""
-    soft = time.process_time() + timeout_s + _CPU_GRACE_S
-    if not soft < 2**62:  # a bound of centuries (the config only asks for a finite one): nothing to enforce
-        return
-    soft = math.ceil(soft)
-    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-
-
-def _worker(conn: mpc.Connection, progress, options: GradeOptions, memory_mb: int, fn: GradeFn, flush_s: float,
-            timeout_s: float, server_pid: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and kills us
-    try:
-        _die_with(server_pid)
-        # SIGXCPU's default action dumps core: never a core file in the user's folder
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(signal.SIGXCPU, signal.SIG_DFL)
-        grade("1", "1", options=options)  # warm up imports and caches before the limit applies
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except Exception as exc:  # pragma: no cover - reported as the first item's error
-        conn.send(("fatal", f"worker start-up failed: {exc!r}"))
-        return
-    conn.send(("ready", time.process_time()))
-    while True:
-        try:
-            batch = conn.recv()
-        except EOFError:
-            return
-        if batch is None:
-            return
-        out, sent_at = [], time.monotonic()
-        for idx, gold, answer in batch:
-            # the item number last, so a reader that sees it twice around the times knows they belong to it
-            progress[_ITEM] = -1
-            _cpu_limit(timeout_s)
-            progress[_WALL], progress[_CPU] = time.monotonic(), time.process_time()
-            progress[_ITEM] = idx
-            try:
-                if fn is grade:  # the gold first, on its own, so a timeout can say which side was slow
-                    progress[_PHASE] = 1
-                    parse_gold(gold)  # cached: grade() reads the same parse
-                progress[_PHASE] = 0
-                g = fn(gold, answer, options=options)
-                out.append((idx, g.status, g.detail))
-            except MemoryError:
-                out.append((idx, "error", f"memory limit of {memory_mb} MiB exceeded"))
-            except RecursionError:
-                out.append((idx, "error", "recursion limit exceeded"))
-            except Exception as exc:
-                out.append((idx, "error", f"{type(exc).__name__}: {str(exc)[:200]}"))
-            if time.monotonic() - sent_at >= flush_s and len(out) < len(batch):
-                conn.send(out)
-                out, sent_at = [], time.monotonic()
-        progress[_ITEM] = -1
-        conn.send(out)
 
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -287,18 +94,18 @@ def _waiting_for_a_core(pid: int) -> bool:
 class _Slot:
     proc: mp.process.BaseProcess
     conn: mpc.Connection
-    progress: object  # the worker's shared array: _ITEM, _WALL, _CPU
+    progress: object  # the worker's shared array: ITEM, WALL, CPU
     inflight: collections.deque = field(default_factory=collections.deque)
     check_at: float = 0.0  # wall clock of the next deadline check
 
     def current(self) -> tuple[int, float, float] | None:
         """(item, wall start, CPU start) of the item the worker is on, or None between items."""
         for _ in range(100):
-            item = int(self.progress[_ITEM])
-            wall, cpu = self.progress[_WALL], self.progress[_CPU]
+            item = int(self.progress[ITEM])
+            wall, cpu = self.progress[WALL], self.progress[CPU]
             if item < 0:
                 return None
-            if int(self.progress[_ITEM]) == item:
+            if int(self.progress[ITEM]) == item:
                 return item, wall, cpu
         return None  # pragma: no cover - the worker moves on faster than we can read: not stuck
 
@@ -328,16 +135,16 @@ class GradePool:
         self.close()
 
     def _spawn(self) -> _Slot:
-        ctx = _context()
+        ctx = context()
         parent, child = ctx.Pipe(duplex=True)
         progress = ctx.RawArray("d", 4)
-        progress[_ITEM] = -1
-        server = _server()
-        with _this_code_first():  # started here (or again, if it died) importing this process's pipeline
-            server.ensure_running()
-        proc = _Process(target=_worker, args=(child, progress, self.options, self.memory_mb, self.fn, self.flush_s,
-                                              self.timeout_s, server._forkserver_pid),
-                        daemon=True, name="passband-verify")
+        progress[ITEM] = -1
+        fs = server()
+        with this_code_first():  # started here (or again, if it died) importing this process's pipeline
+            fs.ensure_running()
+        proc = WorkerProcess(target=worker_main, args=(child, progress, self.options, self.memory_mb, self.fn,
+                                                       self.flush_s, self.timeout_s, fs._forkserver_pid),
+                             daemon=True, name="passband-verify")
         proc.start()
         child.close()
         # wait until it is warm, so start-up never counts against an item's time bound
@@ -478,7 +285,7 @@ class GradePool:
                         code = s.proc.exitcode
                         cur = s.current()
                         if code == -signal.SIGXCPU:  # its own CPU limit: the bound, enforced by the kernel
-                            phase = _PHASES.get(int(s.progress[_PHASE]), "grading the answer")
+                            phase = PHASES.get(int(s.progress[PHASE]), "grading the answer")
                             replace(k, cur and cur[0], Grade("timeout", f"no result within {self.timeout_s:g} s of "
                                                                         f"CPU time ({phase}); worker's CPU limit hit"))
                             continue
@@ -486,14 +293,18 @@ class GradePool:
                         replace(k, cur and cur[0], Grade("error", f"worker died: {why}"))
                         continue
                 if s.inflight and now >= s.check_at and (item := self._over_time(s, now)) is not None:
-                    phase = _PHASES.get(int(s.progress[_PHASE]), "grading the answer")
+                    phase = PHASES.get(int(s.progress[PHASE]), "grading the answer")
                     replace(k, item, Grade("timeout", f"no result within {self.timeout_s:g} s of CPU time "
                                                       f"({phase}); worker killed"))
         return results  # type: ignore[return-value]
 
 
 _SHARED: dict[tuple, GradePool] = {}
+
+
 _SHARED_LOCK = threading.Lock()
+
+
 _SHARED_MAX = 4  # sets of bounds kept warm at once; the oldest is closed past it
 
 
