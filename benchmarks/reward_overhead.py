@@ -51,7 +51,7 @@ def load_pairs(n_gsm8k: int) -> list[tuple[str, str]]:
 def fresh() -> None:
     """Close the persistent pools, clear the in-process caches, and start the pool again on an unrelated check."""
     from pipeline.verify import judge_many, pool
-    from pipeline.verify.grader import normalize
+    from pipeline.verify.answer_text import normalize
 
     pool._close_shared()
     normalize.cache_clear()

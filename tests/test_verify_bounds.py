@@ -107,7 +107,8 @@ def test_the_fast_path_agrees_with_math_verify_on_generated_numbers():
     from math_verify import verify
 
     from pipeline.gold import parse_gold
-    from pipeline.verify.grader import exact_number, numbers_verdict, parse_answer
+    from pipeline.verify.answer_text import parse_answer
+    from pipeline.verify.grader import exact_number, numbers_verdict
 
     rng = random.Random(1)
 
@@ -193,7 +194,7 @@ def test_gold_extraction_is_linear():
 @pytest.mark.timing
 def test_answer_normalisation_is_bounded(answer):
     # annotate normalises every candidate answer in its own process; these runs of spaces and dollars were quadratic
-    from pipeline.verify.grader import is_equation, normalize
+    from pipeline.verify.answer_text import is_equation, normalize
 
     with own_cpu() as spent:
         normalize.__wrapped__(answer)

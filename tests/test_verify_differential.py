@@ -101,8 +101,9 @@ def test_the_fast_path_gives_math_verify_s_verdict_on_the_corpus(run):
 
     from pipeline.config import VerifyConfig
     from pipeline.gold import parse_gold
+    from pipeline.verify.answer_text import is_equation, normalize, parse_answer
     from pipeline.verify.extract import extract
-    from pipeline.verify.grader import is_equation, normalize, numbers_verdict, parse_answer
+    from pipeline.verify.grader import numbers_verdict
 
     cs, _, _ = run
     extractors = VerifyConfig().extractors

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.verify.grader import Grade, bracket_kind, choice_letter, grade, normalize_answer
+from pipeline.verify.answer_text import bracket_kind, choice_letter, normalize_answer
+from pipeline.verify.grader import Grade, grade
 
 
 def status(gold: str, answer: str) -> str:

@@ -7,8 +7,8 @@ import pytest
 
 from pipeline.numbers import words_value
 from pipeline.verify import judge_many
+from pipeline.verify.answer_text import has_words, number_words
 from pipeline.verify.extract import Extraction, candidates, extract
-from pipeline.verify.grader import has_words, number_words
 from pipeline.verify.policies import policies_in
 
 RULES = ["boxed", "gsm8k", "answer_is", "is_the_answer"]

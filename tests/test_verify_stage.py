@@ -126,11 +126,12 @@ def test_verifier_id_follows_the_code_that_decides_a_verdict():
     sources = {m: Path(importlib.import_module(m).__file__).read_text() for m in verdict_modules()}
     assert "pipeline.verify.extractors.boxed" in sources  # every rule of the extractors' folder counts
     assert source_digest(sources) == verdict_source_digest()
-    grader = sources["pipeline.verify.grader"]
+    answers = sources["pipeline.verify.answer_text"]  # how an answer's text is read decides verdicts too
     policy = '_CHOICE = re.compile(r"^\\(?([A-Ea-e])\\)?$")'
-    assert policy in grader
-    edited = {**sources, "pipeline.verify.grader": grader.replace(policy, policy.replace("A-Ea-e", "A-Da-d"))}
+    assert policy in answers
+    edited = {**sources, "pipeline.verify.answer_text": answers.replace(policy, policy.replace("A-Ea-e", "A-Da-d"))}
     assert source_digest(edited) != source_digest(sources)  # a policy edit: a new verifier
+    grader = sources["pipeline.verify.grader"]
     reworded = {**sources, "pipeline.verify.grader": grader.replace('"""Grading one', '"""Grading a single', 1)
                 .replace("# the common case", "# the usual case")}
     assert reworded != sources and source_digest(reworded) == source_digest(sources)  # prose only: the same one

@@ -10,8 +10,8 @@ from functools import cached_property, lru_cache
 
 from pipeline.arith.evaluate import LATEX_PER_TEXT, MAX_DIGITS, evaluate, evaluate_latex, needs_sympy, too_big
 from pipeline.numbers import PLAIN_IN_TEXT, WRITTEN, Bounds, read_number, without_separators
+from pipeline.verify.answer_text import normalize_answer
 from pipeline.verify.extract import candidates
-from pipeline.verify.grader import normalize_answer
 
 _LATEX_OPS = ((r"\times", "*"), (r"\cdot", "*"), (r"\div", "/"), (r"\left", ""), (r"\right", ""), (r"\,", ""),
               (r"\!", ""), (r"\%", "%"), (r"\$", ""), ("×", "*"), ("÷", "/"), ("−", "-"), ("–", "-"), ("·", "*"))

@@ -21,8 +21,8 @@ from fractions import Fraction
 from functools import lru_cache
 
 from pipeline import numbers
+from pipeline.verify.answer_text import is_equation, last_rhs
 from pipeline.verify.gold_check import gold_parses
-from pipeline.verify.grader import _last_rhs, is_equation
 
 __all__ = ["CHECKS", "Finding", "GoldCheck", "check", "lint_gold", "unusable"]
 
@@ -179,7 +179,7 @@ def _parses(gold: str) -> bool:
 
 def _rhs(gold: str) -> str | None:
     """The right-hand side of a gold equation (``m_{\\max}=n^{2}-n-1`` -> ``n^{2}-n-1``), None for no equation."""
-    rhs = _last_rhs(gold)
+    rhs = last_rhs(gold)
     return rhs if is_equation(gold) and rhs != gold else None
 
 

@@ -53,8 +53,8 @@ def _version(pkg: str) -> str:
 # The modules whose code decides a verdict: extraction (the shared reading, and every rule of the extractors' folder),
 # the length cap, the grading policies, gold parsing. (pool.py only schedules and bounds the work; its bounds are in
 # the options below.)
-VERDICT_MODULES = ("pipeline.gold", "pipeline.numbers", "pipeline.thinking", "pipeline.verify.extract",
-                   "pipeline.verify.grader", "pipeline.verify.judge")
+VERDICT_MODULES = ("pipeline.gold", "pipeline.numbers", "pipeline.thinking", "pipeline.verify.answer_text",
+                   "pipeline.verify.extract", "pipeline.verify.grader", "pipeline.verify.judge")
 VERDICT_PACKAGES = ("pipeline.verify.extractors",)  # every module in these folders decides a verdict too
 # The libraries that decide one: math-verify, its LaTeX parser, and sympy under both.
 VERDICT_LIBRARIES = ("math-verify", "latex2sympy2_extended", "sympy")

@@ -36,13 +36,28 @@ import logging
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 
 from pydantic import Field
 
 from pipeline.config import Model
 from pipeline.gold import parse_gold
-from pipeline.numbers import NUMBER_WORDS, PLAIN, WRITTEN, Bounds, read_number, without_separators, words_value
+from pipeline.numbers import PLAIN, Bounds, read_number
+from pipeline.verify.answer_text import (
+    CHOICE_LEAD,
+    ORDINAL,
+    TEXT_ANY,
+    bracket_kind,
+    choice_letter,
+    clock_verdict,
+    has_words,
+    is_equation,
+    is_prose,
+    last_rhs,
+    normalize,
+    number_words,
+    parse_answer,
+    strip_dollars,
+)
 from pipeline.verify.policies import detail_with
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
@@ -60,244 +75,6 @@ class GradeOptions(Model):
 class Grade:
     status: str
     detail: str | None = None
-
-
-# linear on any text: a whitespace run is entered only at its start; the trailing dollars are stripped, not matched
-_PERCENT = re.compile(r"(?<!\s)\s*+\\?%\s*+$")
-_LEADING_DOLLARS = re.compile(r"^\s*+\\?\$++\s*+")
-# a number and then words: space-separated (the first word of two or more letters, not pi), or a glued unit
-_GLUED_UNIT = r"(?:cm|mm|km|kg|mg|lbs?|oz|ft|mph|hrs?|mins?|secs?|ml|cents?|dollars?|units?)\.?"
-_UNIT_WORDS = re.compile(rf"^(-?{WRITTEN})(?:\s+(?!pi\b)[A-Za-z]{{2,}}[A-Za-z. ]*|\s*{_GLUED_UNIT})$")
-_TEXT = re.compile(r"^\\(?:text|textbf|mathrm)\{(.*)\}$")
-_PROSE_WORD = re.compile(r"^[A-Za-z'’]+[,.;:!?]?$")
-_CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
-# a choice letter in parentheses followed by its option's words: "(B) Circle", "\text{(B)} Circle"
-_CHOICE_LEAD = re.compile(r"^(?:\\text\{\s*)?\(([A-Ea-e])\)\}?\s+[A-Za-z][A-Za-z .,'-]*$")
-# LaTeX text wrappers inside an answer, unwrapped to read an ordinal: "11^{\text{th}}\text{ grade}" -> "11^{th} grade"
-_TEXT_ANY = re.compile(r"\\(?:text|textrm|mathrm)\{([^{}]*)\}")
-# a clock time, "7:15", "7:15 a.m.", "19:05", "7:15pm"
-_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})\s*(?:([ap])\.?\s*m\.?)?$", re.I)
-
-
-# unicode math a model writes that math-verify's LaTeX parser does not read: pi, infinity, the minus sign
-_UNICODE_MATH = {"π": "\\pi ", "∞": "\\infty ", "−": "-"}
-# a word after a number that makes it no unit but an operation or a comparison: "3 times the radius", "5 more than x"
-_NOT_UNIT_WORDS = frozenset(("times", "plus", "minus", "over", "divided", "and", "or", "of", "more", "less", "than",
-                             "fewer", "greater", "smaller", "larger", "mod", "if", "when", "where", "for", "is", "are",
-                             "equals", "to", "by", "with", "not"))
-# words that are math, not units: "12 pi", "5 sqrt 2" stay math
-_MATH_WORDS = frozenset(("pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "frac", "cdot",
-                         "infty", "text", "mathrm"))
-_UNIT_WORD = re.compile(r"[A-Za-z]{2,}\.?")
-_MATH_MARK = re.compile(r"[\d\\]")  # a digit or a LaTeX command: the head is math, not words ("twenty-one")
-_MAX_UNIT_WORDS = 4
-_ORDINAL = re.compile(r"^(-?\d+)(?:st|nd|rd|th|\^\{?(?:\\text\{)?(?:st|nd|rd|th)\}?\}?)(?:\s+[A-Za-z][A-Za-z ]*)?$")
-_GOLD_WORD = re.compile(r"[A-Za-z]{2,}")
-_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
-
-
-def _unit_tail(a: str) -> int:
-    """Where trailing unit words start in ``a`` ("12\\pi inches per second" -> 6), or -1: up to
-    :data:`_MAX_UNIT_WORDS` words of two or more letters, none an operation or math, after something that ends a
-    value (a digit, a symbol such as ``2i`` or ``\\circ``, a closing brace or bracket, a dollar), not after a word."""
-    words = a.split(" ")
-    k = len(words)
-    while k > 0 and len(words) - k < _MAX_UNIT_WORDS and _UNIT_WORD.fullmatch(words[k - 1]) and (
-            words[k - 1].lower().rstrip(".") not in _NOT_UNIT_WORDS | _MATH_WORDS | NUMBER_WORDS):
-        k -= 1
-    if k == len(words) or k == 0 or (k > 0 and _UNIT_WORD.fullmatch(words[k - 1]) and len(words) - k == _MAX_UNIT_WORDS):
-        return -1
-    head = " ".join(words[:k]).rstrip()
-    last = words[k - 1]
-    if _UNIT_WORD.fullmatch(last) or not (head[-1:].isalnum() or head[-1:] in "})]$|") or not _MATH_MARK.search(head):
-        return -1  # the scan stopped at a word ("5 more apples"), the head ends in an operator or is no math
-    return len(head)
-
-
-def has_words(gold: str) -> bool:
-    """Whether a gold holds a word (two or more letters outside LaTeX commands): ``5 \\text{ cm}``, ``\\text{Monday}``."""
-    return bool(_GOLD_WORD.search(_LATEX_COMMAND.sub(" ", gold)))
-
-
-# in a clause after a count, words that make the count part of a computation or a comparison ("four more than")
-_COMPUTING = frozenset(("times", "plus", "minus", "over", "divided", "more", "less", "than", "fewer", "greater",
-                        "smaller", "larger", "mod", "equals", "equal", "product", "sum", "difference", "quotient",
-                        "twice", "half", "percent", "per"))
-
-
-def _counted_clause(tail: list[str]) -> bool:
-    """A clause after a count that says what it counts: plain words only (no digit, no math), the first a noun-like
-    word that is no operation ("boxes hold neither pens nor pencils"), none computing with the count."""
-    return (_UNIT_WORD.fullmatch(tail[0]) is not None and tail[0].rstrip(".") not in _NOT_UNIT_WORDS | _MATH_WORDS
-            and all(_PROSE_WORD.match(w) and w.strip(",.;:!?").lower() not in _COMPUTING | _MATH_WORDS | NUMBER_WORDS
-                    for w in tail))
-
-
-def number_words(a: str) -> str | None:
-    """``three boxes`` -> ``3``, ``one hundred and twenty`` -> ``120``: number words, then at most
-    :data:`_MAX_UNIT_WORDS` unit words (none an operation: "three times x" is no number), or a longer clause of
-    plain words about the count (:func:`_counted_clause`: "four boxes hold neither pens nor pencils"); None
-    otherwise."""
-    words = a.lower().replace("-", " ").split()
-    k = 0
-    while k < len(words) and (words[k] in NUMBER_WORDS or (words[k] == "and" and k > 0)):
-        k += 1
-    while k > 0 and words[k - 1] == "and":
-        k -= 1
-    tail = words[k:]
-    if k == 0:
-        return None
-    if len(tail) > _MAX_UNIT_WORDS:  # "four boxes hold neither pens nor pencils": a count, then a clause about it
-        if not _counted_clause(tail):
-            return None
-    elif any(not _UNIT_WORD.fullmatch(w) or w.rstrip(".") in _NOT_UNIT_WORDS | _MATH_WORDS for w in tail):
-        return None
-    value = words_value(words[:k])
-    return str(value) if value is not None else None
-
-
-_WHICH_IS = re.compile(r"(?i),?(?<!\s)\s++which\s++is\s++")
-
-
-def _last_rhs(a: str) -> str:
-    """``4 + 2 + 10 = 24 bars`` -> ``24 bars``; ``..., which is 12`` -> ``12`` (outside braces only)."""
-    if "=" not in a and "which" not in a.lower():  # the common case, without the walk
-        return a
-    parts = _WHICH_IS.split(a)
-    a = parts[-1] if len(parts) > 1 and parts[-1].strip() else a
-    depth, cut = 0, -1
-    for i, ch in enumerate(a):
-        depth += {"{": 1, "}": -1, "(": 1, ")": -1}.get(ch, 0)
-        if ch == "=" and depth == 0 and a[i - 1:i] not in ("<", ">", "!") and a[i + 1:i + 2] != "=":
-            cut = i
-    return a[cut + 1:].strip() if cut >= 0 and a[cut + 1:].strip() else a
-
-
-def is_equation(text: str) -> bool:
-    """A top-level ``=`` (not ``<=``, ``>=``, ``!=``, ``==``) outside braces and brackets."""
-    return "=" in text and _last_rhs(text.split(",")[0] if "which" in text.lower() else text) != text
-
-
-def is_prose(text: str) -> bool:
-    """Three or more plain words, two of them of three or more letters: "the number of stickers"; not ``p - q``."""
-    words = text.split()
-    return (len(words) >= 3 and all(_PROSE_WORD.match(w) for w in words)
-            and sum(len(w.strip(",.;:!?")) >= 3 for w in words) >= 2)
-
-
-def _strip_dollars(a: str) -> str:
-    """A leading ``$``/``\\$`` run and a trailing ``$`` run removed, with the whitespace around them."""
-    a = _LEADING_DOLLARS.sub("", a, count=1)
-    t = a.rstrip()
-    if t.endswith("$"):
-        return t.rstrip("$").rstrip()
-    return a
-
-
-@lru_cache(maxsize=65536)  # answers repeat across a problem's k samples
-def normalize(answer: str, *, keep_equation: bool = False, strip_units: bool = False) -> tuple[str, tuple[str, ...]]:
-    """The answer as it is compared, and the policies (:data:`~pipeline.verify.policies.POLICIES`) that shaped it:
-    unicode pi, infinity and minus as LaTeX, math delimiters and a currency sign stripped, the last right-hand side
-    of an equation kept (unless ``keep_equation``: the gold is an equation), a trailing percent sign and trailing
-    unit words dropped (after an expression only with ``strip_units``: the gold has no words)."""
-    fired: list[str] = []
-    a = answer.strip().rstrip(".").strip()
-    if any(c in a for c in _UNICODE_MATH):
-        for c, latex in _UNICODE_MATH.items():
-            a = a.replace(c, latex)
-        a = a.replace(" $", "$").strip()
-        fired.append("unicode_math")
-    if (a.startswith("\\(") and a.endswith("\\)")) or (a.startswith("\\[") and a.endswith("\\]")):
-        a = a[2:-2].strip()
-    if strip_units and not _UNIT_WORDS.match(a) and (cut := _unit_tail(a)) > 0:
-        a = a[:cut].rstrip()  # "$12\\pi$ inches per second", "12\\pi inches per second": the expression
-        fired.append("unit_words")
-    b = _strip_dollars(a)
-    if b != a and ("\\$" in a or a.count("$") % 2 or not (a.startswith("$") and a.endswith("$"))):
-        fired.append("currency")
-    a = b
-    if not keep_equation:
-        b = _last_rhs(a)
-        if b != a:
-            fired.append("last_rhs")
-        a = b
-    b = _PERCENT.sub("", a)
-    if b != a:
-        fired.append("percent_unit")
-    a = b
-    if m := _UNIT_WORDS.match(a):
-        b = without_separators(m.group(1))
-        if b != a and a != m.group(1):
-            fired.append("unit_words")
-        a = b
-    return a.strip().rstrip(".").strip(), tuple(fired)
-
-
-def normalize_answer(answer: str) -> str:
-    """The answer as it is compared with a value gold (see :func:`normalize`)."""
-    return normalize(answer)[0]
-
-
-def choice_letter(text: str) -> str | None:
-    """``C``, ``(C)``, ``\\text{(C)}`` -> ``C``; anything else -> None."""
-    t = text.strip().strip("$").strip()
-    if m := _TEXT.match(t):
-        t = m.group(1).strip()
-    m = _CHOICE.match(t)
-    return m.group(1).upper() if m else None
-
-
-def clock_time(text: str) -> tuple[int, int, str | None] | None:
-    """A clock time as (hours, minutes, "a"/"p"/None): ``7:15 \\text{ a.m.}``, ``\\text{7:15 a.m.}``, ``19:05``."""
-    t = _TEXT_ANY.sub(r"\1", text.strip().strip("$")).replace("~", " ").strip()
-    m = _CLOCK.match(t)
-    if m is None or int(m.group(2)) >= 60:
-        return None
-    return int(m.group(1)), int(m.group(2)), (m.group(3) or "").lower() or None
-
-
-def clock_verdict(gold: str, answer: str) -> bool | None:
-    """Whether two clock times are the same time (None: the gold is no clock time; False: it is and the answer is not).
-    With a.m./p.m. on both, or on
-    neither, the times compare as written; a 24-hour time equals its 12-hour form (19:15 is 7:15 p.m.); a 12-hour
-    time without a.m./p.m. (7:15) equals either half of the day only as a gold, never as the answer to a gold that
-    names the half (precision first: the answer left it open)."""
-    g, a = clock_time(gold), clock_time(answer)
-    if g is None:
-        return None
-    if a is None:  # a time is asked: any other answer is wrong (math-verify would read 05:00 as a ratio, or fail)
-        return False
-
-    def minutes(h: int, m: int, half: str | None) -> int:
-        return (h % 12 + (12 if half == "p" else 0)) * 60 + m if half else h * 60 + m
-
-    if bool(g[2]) == bool(a[2]):
-        return minutes(*g) == minutes(*a)
-    if a[2]:  # the gold names no half: a 24-hour gold, or a 12-hour one that either half answers
-        return minutes(*a) == minutes(*g) or (g[0] <= 12 and minutes(*a) % 720 == minutes(*g) % 720)
-    return a[0] > 12 and minutes(*a) == minutes(*g)  # only an unambiguous 24-hour answer matches a named half
-
-
-def bracket_kind(text: str) -> str | None:
-    """The outer bracket of an answer: ``set`` (``\\{...\\}``), ``tuple`` (``(...)``/``[...]`` with a comma) or None."""
-    t = text.strip().strip("$").strip()
-    t = re.sub(r"\\left|\\right", "", t).strip()
-    if t.startswith("\\{") and t.endswith("\\}"):
-        return "set"
-    if t[:1] in "([" and t[-1:] in ")]" and "," in t:
-        return "tuple"
-    return None
-
-
-def parse_answer(answer: str) -> list:
-    """math-verify's parse of a normalised answer: LaTeX in ``$...$`` first, plain expression as fallback."""
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-
-    text = answer if "\\boxed" in answer else f"${answer}$"
-    parsed = parse(text, extraction_config=[LatexExtractionConfig()], parsing_timeout=None, raise_on_error=True)
-    if not parsed:
-        parsed = parse(answer, extraction_config=[ExprExtractionConfig()], parsing_timeout=None, raise_on_error=True)
-    return parsed
 
 
 # Numbers decided without sympy (:func:`~pipeline.numbers.read_number` within math-verify's precision): an integer of
@@ -323,7 +100,7 @@ _LATEX_UNIT = re.compile(r"(?:\s|\\[,;:! ]|~)*\\(?:text|mathrm|rm)\s*\{[^{}]*\}\
 def scientific(text: str) -> tuple[Fraction, bool] | None:
     """``(value, in e-notation)`` of a number in scientific notation (``4e33``, ``4 \\times 10^{33}``) or a plain one
     (:func:`exact_number`), a LaTeX unit after it dropped; None for anything else."""
-    t = _strip_dollars(_LATEX_UNIT.sub("", text.strip()).strip())
+    t = strip_dollars(_LATEX_UNIT.sub("", text.strip()).strip())
     if m := _E_NOTATION.match(t):
         return Fraction(m.group(1)) * Fraction(10) ** int(m.group(2)), True
     if m := _TIMES_TEN.match(t):
@@ -405,14 +182,14 @@ def pre_grade(gold: str, answer: str, options: GradeOptions = GradeOptions()) ->
     if exact_number(gold) is not None:  # words and ordinals only against a number gold
         if (w := number_words(norm)) is not None:
             norm, fired = w, (*fired, "number_words")
-        elif m := _ORDINAL.match(_TEXT_ANY.sub(r"\1", norm).strip()):
+        elif m := ORDINAL.match(TEXT_ANY.sub(r"\1", norm).strip()):
             norm, fired = m.group(1), (*fired, "ordinal")
     if is_prose(norm):
         return Grade("no_answer", detail_with(("prose",), "the extracted answer is prose (no digit, no math)"))
     if (clock := clock_verdict(gold, norm)) is not None:
         return Grade("correct" if clock else "incorrect", detail_with((*fired, "clock_time")))
     gold_choice, ans_choice = choice_letter(gold), choice_letter(norm)
-    if gold_choice is not None and ans_choice is None and (m := _CHOICE_LEAD.match(norm.strip().strip("$").strip())):
+    if gold_choice is not None and ans_choice is None and (m := CHOICE_LEAD.match(norm.strip().strip("$").strip())):
         ans_choice = m.group(1).upper()  # "(B) Circle": the letter, its option's text read past
     if gold_choice is not None:
         if ans_choice is None:
@@ -463,10 +240,10 @@ def grade(gold: str, answer: str, *, options: GradeOptions = GradeOptions()) -> 
         norm, fired = listed, (*fired, "and_list")
     raw = parse_gold(gold)  # parsed once: a gold math-verify reads only as text comes back as its string
     gold_parsed = _expressions(raw)
-    if not gold_parsed and is_equation(gold) and (rhs := _last_rhs(gold)) != gold and (
+    if not gold_parsed and is_equation(gold) and (rhs := last_rhs(gold)) != gold and (
             gold_parsed := _expressions(parse_gold(rhs))):
         # "m_{\\max}=n^{2}-n-1": math-verify cannot read the left side; a reader grades the value on the right
-        norm, fired = _last_rhs(norm), (*fired, "gold_rhs")
+        norm, fired = last_rhs(norm), (*fired, "gold_rhs")
     if not gold_parsed:
         if same_text(gold, norm):
             return Grade("correct", detail_with((*fired, "same_text")))

@@ -260,7 +260,7 @@ HEDGES: dict[str, Callable[[str], str]] = {
 def _ending_cases(g: str, source: str, rng: random.Random) -> list[Case]:
     """The gold (``correct``) and a changed value (``incorrect``) in one phrase ending each, plus number words,
     ordinals and unit words where the gold allows them, and a hedge (``incorrect``: no answer is stated)."""
-    from pipeline.verify.grader import has_words
+    from pipeline.verify.answer_text import has_words
 
     k = kind(g)
     bad = changed(g, k, rng)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pipeline.annotate.detectors import Hit, register
 from pipeline.arith import computes, number
 from pipeline.numbers import IN_TEXT, IN_TEXT_SQL
-from pipeline.verify.grader import normalize_answer
+from pipeline.verify.answer_text import normalize_answer
 
 
 @register("answer_in_question", kind="shortcut", label="copied", side="verdicts",

@@ -10,7 +10,7 @@ from pipeline.annotate.detectors import MARKERS, Hit, register
 from pipeline.arith import stated_answers
 from pipeline.config import Model
 from pipeline.thinking import final_section
-from pipeline.verify.grader import normalize_answer
+from pipeline.verify.answer_text import normalize_answer
 
 
 class Options(Model):
