@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-VIEWS_DIR = Path(__file__).parent / "views"  # the catalog's views, one SELECT a file (pipeline/catalog.py)
+VIEWS_DIR = Path(__file__).parent / "views"  # the catalog's views, one SELECT a file (pipeline/catalog/views.py)
 
 
 def sql_literal(text: str) -> str:

@@ -49,7 +49,8 @@ NAME_CHECKS = frozenset(("pipeline.cli_options", "pipeline.params_loader"))
 # The files under pipeline/ that are not Python, and the module that reads each (a folder: every file in it).
 DATA_READERS: dict[str, tuple[str, ...]] = {
     "pipeline/rollout/prompts.py": ("pipeline/prompts",),
-    "pipeline/catalog.py": ("pipeline/views",),
+    "pipeline/catalog/views.py": ("pipeline/views",),
+    "pipeline/annotate/stage.py": ("pipeline/views/answer_keys.sql",),  # its metrics count from the view's SELECT
     "pipeline/annotate/quality.py": ("pipeline/annotate/flag_quality.yaml", "pipeline/annotate/flag_labels.jsonl"),
     "pipeline/reformulate/methods/llm_backward.py": ("pipeline/reformulate/prompts",),
     "pipeline/ingest/presets/__init__.py": ("pipeline/ingest/presets",),
@@ -398,7 +399,7 @@ def grouped(files: Iterable[str]) -> list[str]:
                   if p.is_file() and "__pycache__" not in p.parts}
         if len(inside & files) * 2 >= len(inside):
             out = {f for f in out if not f.startswith(folder + "/")} | {folder}
-    return sorted(out)
+    return sorted(f for f in out if not any(f.startswith(d + "/") for d in out))  # inside a folder listed whole
 
 
 def code_deps(module: str) -> list[str]:
