@@ -19,11 +19,8 @@ the superseded version's shards are removed (their verdicts are graded again und
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,12 +28,11 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from pipeline import keys
 from pipeline.config import MAX_K, ConfigError
-from pipeline.errors import PassbandError
-from pipeline.io import atomic_write_text, bounded_lines, read_shard, shard_paths, write_table
+from pipeline.io import write_table
+from pipeline.rollout.dump_rows import DumpError, Matcher, dump_rows
+from pipeline.rollout.import_state import STATE_VERSION, carry_shards, drop_version, earlier_version, read_state, write_state
 from pipeline.rollout.layout import DumpRecord, Layout, LayoutError, get_layout
 from pipeline.rollout.policy import Policy
 from pipeline.schema import schema
@@ -44,15 +40,11 @@ from pipeline.tablesets import UPSTREAM
 
 SHARD_ROWS = 50_000
 SHARD_BYTES = 64 << 20
-PARQUET_BATCH_BYTES = 16 << 20
 PROBE_ROWS = 200  # none of the first rows readable as the layout: the wrong layout, an error before any write
-STATE_VERSION = 1
 UPSTREAM_DIR = UPSTREAM
 IMPORTS_DIR = "imports"
 
 
-class DumpError(PassbandError):
-    """A dump that cannot be imported as declared (nothing of this import has been written when it is raised)."""
 
 
 @dataclass
@@ -82,136 +74,11 @@ class ImportStats:
 
 # --- reading rows ----------------------------------------------------------------------------------
 
-def _jsonl_rows(path: Path, *, start: int, line: int, max_bytes: int) -> Iterator[tuple[int, int, Any]]:
-    """``(offset after the row, line number, object | (reason, detail, excerpt))`` per non-blank line from byte
-    ``start``; a line is read in bounded pieces (one over ``max_bytes`` is a reject, the rest skipped unkept)."""
-    with path.open("rb") as fh:
-        if start == 0:
-            head = fh.read(4)
-            if head.startswith(b"\x1f\x8b"):
-                raise DumpError(f"{path} is gzip-compressed; decompress it first (gunzip)")
-            if head.startswith(b"PAR1"):
-                raise DumpError(f"{path} is a Parquet file; this layout reads JSON lines")
-            fh.seek(3 if head.startswith(b"\xef\xbb\xbf") else 0)
-        else:
-            fh.seek(start)
-        for raw, size, too_long in bounded_lines(fh, max_bytes):
-            line += 1
-            offset = fh.tell()
-            if too_long:
-                yield offset, line, ("line_too_long", f"the line has {size:,} bytes (dump.max_row_mb: "
-                                                      f"{max_bytes >> 20} MB)", "")
-                continue
-            if not raw.strip():
-                continue
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError as bad:
-                    yield offset, line, ("not_utf8", str(bad), raw[:200].decode("utf-8", "replace"))
-                    continue
-                yield offset, line, ("malformed_json", str(exc), raw[:200].decode("utf-8", "replace"))
-                continue
-            if not isinstance(obj, dict):
-                yield offset, line, ("not_an_object", f"JSON {type(obj).__name__}, expected an object", "")
-                continue
-            yield offset, line, obj
-
-
-def _parquet_rows(path: Path, *, start: int) -> Iterator[tuple[int, int, Any]]:
-    """``(rows read after this one, row number, object)`` per row from row ``start``, in batches of about
-    PARQUET_BATCH_BYTES decoded (from each row group's footer), never the whole file."""
-    try:
-        pf = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise DumpError(f"{path}: not a readable Parquet file ({exc})") from None
-    seen = 0
-    for g in range(pf.metadata.num_row_groups):
-        rg = pf.metadata.row_group(g)
-        if seen + rg.num_rows <= start:
-            seen += rg.num_rows
-            continue
-        per_row = max(1, rg.total_byte_size // max(1, rg.num_rows))
-        batch = max(1, min(rg.num_rows, PARQUET_BATCH_BYTES // per_row))
-        for b in pf.iter_batches(batch_size=batch, row_groups=[g]):
-            for obj in b.to_pylist():
-                seen += 1
-                if seen > start:
-                    yield seen, seen, obj
-
-
-def dump_rows(path: Path, fmt: str, *, start: int = 0, line: int = 0, max_bytes: int = 64 << 20):
-    if fmt == "parquet":
-        return _parquet_rows(path, start=start)
-    return _jsonl_rows(path, start=start, line=line, max_bytes=max_bytes)
-
 
 # --- matching ------------------------------------------------------------------------------------------
 
-class Matcher:
-    """A record's problem among the selected ones (``dump.match``): its problem_id, or why none."""
-
-    def __init__(self, problems: pa.Table, how: str) -> None:
-        self.how = how
-        ids = problems.column("problem_id").to_pylist()
-        self.ids = set(ids)
-        self.by_source: dict[str, str | None] = {}
-        if how == "source_id":
-            for pid, sid in zip(ids, problems.column("source_id").to_pylist(), strict=True):
-                self.by_source[sid] = None if sid in self.by_source else pid  # None: two problems share it
-
-    def __call__(self, rec: DumpRecord) -> str:
-        value = rec.match_value(self.how)
-        if value is None:
-            raise LayoutError("missing_field", f"the row gives no {self.how} to match on (dump.match: {self.how})")
-        if self.how == "question":
-            pid = keys.problem_id(value)
-        elif self.how == "problem_id":
-            pid = value
-        else:
-            if value in self.by_source and self.by_source[value] is None:
-                raise LayoutError("ambiguous", f"source_id {value!r} names two selected problems; match on question")
-            pid = self.by_source.get(value, "")
-        if pid not in self.ids:
-            raise LayoutError("no_match", f"no selected problem (ingested, in rollout.sources) has this {self.how}")
-        return pid
-
 
 # --- state ----------------------------------------------------------------------------------------------------
-
-def _prefix_sha256(path: Path, size: int) -> str:
-    h = hashlib.sha256()
-    left = size
-    with path.open("rb") as fh:
-        while left > 0 and (block := fh.read(min(1 << 20, left))):
-            h.update(block)
-            left -= len(block)
-    return h.hexdigest()
-
-
-def _read_state(path: Path) -> dict[str, Any] | None:
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) and state.get("version") == STATE_VERSION else None
-
-
-def _earlier_version(imports: Path, policy: Policy, dump: Path) -> dict[str, Any] | None:
-    """The state of a finished import of this policy name from a shorter version of the same file (its bytes a
-    prefix of the dump's now, same layout, options and match)."""
-    size = dump.stat().st_size
-    same = {k: v for k, v in policy.identity["dump"].items() if k != "sha256"}
-    for p in sorted(imports.glob("*.json")):
-        st = _read_state(p)
-        if (not st or st.get("policy") != policy.name or st["policy_id"] == policy.policy_id or not st.get("done")
-                or st.get("dump") != same or st.get("format") == "parquet" or not 0 < st["offset"] <= size):
-            continue
-        if _prefix_sha256(dump, st["offset"]) == st["prefix_sha256"]:
-            return st
-    return None
 
 
 # --- the import ---------------------------------------------------------------------------------------------
@@ -247,7 +114,7 @@ def import_dump(policy: Policy, problems: pa.Table, *, out: Path, rejects_dir: P
         d.mkdir(parents=True, exist_ok=True)
     state_path = imports / f"{policy.policy_id}.json"
     prefix = f"imp-{policy.policy_id}-"
-    state = _read_state(state_path) or {"version": STATE_VERSION, "policy": policy.name,
+    state = read_state(state_path) or {"version": STATE_VERSION, "policy": policy.name,
                                         "policy_id": policy.policy_id, "format": fmt,
                                         "dump": {k: v for k, v in policy.identity["dump"].items() if k != "sha256"},
                                         "offset": 0, "line": 0, "seq": 0, "seen": {}, "counters": {},
@@ -262,13 +129,13 @@ def import_dump(policy: Policy, problems: pa.Table, *, out: Path, rejects_dir: P
         stats.samples = state["stats"].get("samples", 0)
         stats.seconds = time.perf_counter() - t0
         return stats
-    if state["offset"] == 0 and state["seq"] == 0 and (old := _earlier_version(imports, policy, dump)) is not None:
+    if state["offset"] == 0 and state["seq"] == 0 and (old := earlier_version(imports, policy, dump)) is not None:
         folders = {"rollouts": out, "upstream": upstream_dir, "rejects": rejects_dir}
-        stats.carried = _carry(old, policy, prefix=prefix, folders=folders)
+        stats.carried = carry_shards(old, policy, prefix=prefix, folders=folders)
         state.update(offset=old["offset"], line=old["line"], seen=old["seen"], counters=old["counters"], seq=old["seq"],
                      stats={"samples": stats.carried})
-        _write_state(state_path, state, dump)
-        _drop(old, folders, imports)  # after the new state: a crash in between leaves both versions, never neither
+        write_state(state_path, state, dump)
+        drop_version(old, folders, imports)  # after the new state: a crash in between leaves both versions, never neither
     stats.resumed_at = state["offset"]
     matcher = Matcher(problems, cfg.match)
     tokenizer = None
@@ -324,7 +191,7 @@ def import_dump(policy: Policy, problems: pa.Table, *, out: Path, rejects_dir: P
             state["seq"] = seq + 1
         state.update(offset=offset, line=line, done=done)
         state["stats"] = {"samples": state["stats"].get("samples", 0) + n}
-        _write_state(state_path, state, dump, whole=policy.identity["dump"]["sha256"])
+        write_state(state_path, state, dump, whole=policy.identity["dump"]["sha256"])
         buf.__init__()
 
     line = state["line"]
@@ -413,44 +280,6 @@ def _excerpt(obj: Any) -> str:
         return orjson.dumps(obj)[:200].decode("utf-8", "replace")
     except (TypeError, orjson.JSONEncodeError):
         return repr(obj)[:200]
-
-
-def _write_state(path: Path, state: dict[str, Any], dump: Path, whole: str | None = None) -> None:
-    """Write the state; a finished import of JSON lines records the digest of the bytes it read (``whole``: the
-    file's own digest, when it read all of it), which a longer version of the file is checked against."""
-    if state["done"] and state.get("format") != "parquet":
-        read_all = whole is not None and state["offset"] == dump.stat().st_size
-        state["prefix_sha256"] = whole if read_all else _prefix_sha256(dump, state["offset"])
-    atomic_write_text(path, orjson.dumps(state, option=orjson.OPT_SORT_KEYS).decode())
-
-
-def _carry(old: dict[str, Any], policy: Policy, *, folders: dict[str, Path], prefix: str) -> int:
-    """Copy an earlier version's shards (rollouts, upstream, rejects), one at a time, under ``policy``'s id and the
-    same sequence numbers; returns the samples copied."""
-    old_prefix = f"imp-{old['policy_id']}-"
-    n = 0
-    for name, folder in folders.items():
-        for p in shard_paths(folder):
-            if not p.name.startswith(old_prefix):
-                continue
-            t = read_shard(p, name=name)
-            if "policy_id" in t.column_names:
-                t = t.set_column(t.schema.get_field_index("policy_id"), "policy_id",
-                                 pa.array([policy.policy_id] * t.num_rows, pa.string()))
-            if name == "rollouts":
-                n += t.num_rows
-            write_table(t, folder / f"{prefix}{p.stem.rsplit('-', 1)[1]}.parquet", name=name)
-    return n
-
-
-def _drop(old: dict[str, Any], folders: dict[str, Path], imports: Path) -> None:
-    """Remove a superseded version's shards and state (its rows now live under the longer dump's policy_id)."""
-    old_prefix = f"imp-{old['policy_id']}-"
-    for folder in folders.values():
-        for p in shard_paths(folder):
-            if p.name.startswith(old_prefix):
-                p.unlink()
-    (imports / f"{old['policy_id']}.json").unlink(missing_ok=True)
 
 
 __all__ = ["DumpError", "ImportStats", "Matcher", "dump_rows", "import_dump"]
