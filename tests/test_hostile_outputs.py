@@ -28,7 +28,7 @@ from pipeline.errors import PassbandError
 from pipeline.io import path_in, read_plain_file, read_table, write_table
 from pipeline.ownership import NotOwnedError
 from pipeline.publish import card as card_mod
-from pipeline.publish.stage import LICENSE_MAX_BYTES, source_licenses
+from pipeline.publish.provenance import LICENSE_MAX_BYTES, source_licenses
 from pipeline.rollout.prompts import load_template
 from pipeline.schema import schema
 

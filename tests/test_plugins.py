@@ -38,7 +38,7 @@ from pipeline.ingest.sources import PROBLEM_FIELDS, SOURCES
 from pipeline.io import read_table
 from pipeline.params_loader import load_params
 from pipeline.plugins import Registry
-from pipeline.publish.stage import source_licenses
+from pipeline.publish.provenance import source_licenses
 from pipeline.reformulate import METHODS, Child, Parent, Reformulator, Skip, build
 from pipeline.rollout.prompts import PROMPTS
 from pipeline.verify.extract import EXTRACTORS

@@ -30,18 +30,8 @@ from __future__ import annotations
 
 from pipeline.publish.hub import plan as plan_push
 from pipeline.publish.hub import push as push_to_hub
-from pipeline.publish.stage import (
-    BANDS,
-    BUILD_FILE,
-    PublishError,
-    PublishResult,
-    build,
-    dvc_lock_digest,
-    git_state,
-    read_build_info,
-    read_inputs,
-    run,
-)
+from pipeline.publish.provenance import dvc_lock_digest, git_state, read_build_info
+from pipeline.publish.stage import BANDS, BUILD_FILE, PublishError, PublishResult, build, read_inputs, run
 
 __all__ = ["BANDS", "BUILD_FILE", "PublishError", "PublishResult", "build", "dvc_lock_digest", "git_state",
            "plan_push", "push_to_hub", "read_build_info", "read_inputs", "run"]
