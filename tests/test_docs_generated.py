@@ -1,4 +1,4 @@
-"""Every generated target (pipeline/docs.py) agrees with its source, and the check sees a hand edit of each.
+"""Every generated target (pipeline/docs/) agrees with its source, and the check sees a hand edit of each.
 
 ``python -m pipeline.docs --write`` regenerates them; ``--check`` runs in CI (.ci/run). Each generated block is
 edited by hand in a copy of its page, each generator's output in a copy of the repository, and the check must
@@ -139,7 +139,7 @@ runs:
   - {suite: full, date: 2026-11-26, wall: 11 min, processes: 2, how: fresh clone, beside: two busy loops}
   - {suite: fast, date: 2026-11-21, wall: 3 min, processes: 1, beside: a GRPO job}
 """)
-    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    monkeypatch.setattr(docs.blocks, "ROOT", tmp_path)  # where the generators read their sources
     readme = docs.suites_markdown().splitlines()
     # a run under load is shown only where no quiet one is, and never supersedes one (nor is superseded by one)
     assert readme[2] == '| fast | `pytest -m "not engine"`: no engine | 3 min on one process (beside a GRPO job; 21 Nov) |'

@@ -193,7 +193,7 @@ def test_the_card_names_the_last_commit_of_publishs_own_code(tmp_path):
     would not re-run publish for it, so a fresh clone's card must name the same commit."""
     from pipeline.publish import git_state
 
-    for f in ("pipeline/publish/core.py", "pipeline/docs.py", "schemas/problems.yaml"):
+    for f in ("pipeline/publish/core.py", "pipeline/docs/__init__.py", "schemas/problems.yaml"):
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f).write_text("x = 1\n")
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"publish": {
@@ -202,7 +202,7 @@ def test_the_card_names_the_last_commit_of_publishs_own_code(tmp_path):
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-q", "-m", "code")
     code = _git(tmp_path, "rev-parse", "HEAD").stdout.strip()
-    (tmp_path / "pipeline/docs.py").write_text("x = 2\n")
+    (tmp_path / "pipeline/docs/__init__.py").write_text("x = 2\n")
     _git(tmp_path, "commit", "-q", "-am", "the docs generator")
     assert git_state(tmp_path) == (code, False)
     (tmp_path / "pipeline/publish/core.py").write_text("x = 2\n")
