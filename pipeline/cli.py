@@ -17,27 +17,10 @@ import click
 
 from pipeline import __version__
 from pipeline.errors import MissingExtra, PassbandError, explain
+from pipeline.stages import entries
 
-# name -> "module:attribute" of a click.Command
-COMMANDS: dict[str, str] = {
-    "ingest": "pipeline.commands.ingest:command",
-    "prepare-model": "pipeline.commands.rollout:prepare_model",
-    "rollout": "pipeline.commands.rollout:command",
-    "verify": "pipeline.commands.verify:command",
-    "annotate": "pipeline.commands.annotate:command",
-    "reformulate": "pipeline.commands.reformulate:command",
-    "reformulate-report": "pipeline.commands.reformulate:report",
-    "publish": "pipeline.commands.publish:command",
-    "push": "pipeline.commands.publish:push",
-    "catalog": "pipeline.commands.catalog:catalog",
-    "sql": "pipeline.commands.catalog:sql",
-    "summary": "pipeline.commands.summary:summary",
-    "golds": "pipeline.commands.golds:golds",
-    "doctor": "pipeline.commands.doctor:doctor",
-    "drift": "pipeline.commands.drift:command",
-    "report": "pipeline.commands.report:command",
-    "probe": "pipeline.commands.probe:command",
-}
+# name -> "module:attribute" of a click.Command: pipeline/stages.py declares every command once
+COMMANDS: dict[str, str] = entries()
 
 
 class LazyGroup(click.Group):

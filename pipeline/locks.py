@@ -30,12 +30,12 @@ from pathlib import Path
 
 from pipeline.errors import PassbandError
 from pipeline.io import current_umask
+from pipeline.stages import writers
 from pipeline.tablesets import SETS
 
 LOCK_DIR = ".passband/locks"
-# command -> does it take --set (its lock is per set)
-WRITERS = {"ingest": False, "prepare-model": False, "rollout": True, "verify": True, "annotate": True,
-           "reformulate": False, "publish": False, "catalog": False, "reformulate-report": False, "report": False}
+# command -> does it take --set (its lock is per set): every command pipeline/stages.py declares a writer
+WRITERS = writers()
 
 
 class LockedError(PassbandError):

@@ -110,3 +110,14 @@ def test_the_circle_finder_finds_a_circle():
     graph.add_import(importer="p.b", imported="p.a")
     graph.add_import(importer="p.c", imported="p.a")
     assert sorted(sorted(c) for c in strongly_connected(graph) if len(c) > 1) == [["p.a", "p.b"]]
+
+
+def test_every_module_of_pipeline_stays_under_450_lines():
+    """A module past 450 lines holds more than one idea: split it where the split shows the design (as config, catalog,
+    io, arith, the card and the verify pool were split)."""
+    from pathlib import Path
+
+    pipeline = Path(__file__).resolve().parents[1] / "pipeline"
+    long = {str(p.relative_to(pipeline.parent)): n for p in sorted(pipeline.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450}
+    assert long == {}, long
