@@ -297,13 +297,29 @@ class Please(Reformulator):
         return Child(f"{self.options.word} {parent.question}", parent.answer, metadata={"word": self.options.word})
 '''
 
+SOURCE = '''\
+"""A source kind of lines ``question || answer``: a throwaway plugin."""
+from pipeline.ingest.readers import resolve_path
+from pipeline.ingest.records import RawRow
+from pipeline.ingest.sources import register
+
+
+@register("pairs")
+def pairs(cfg, *, root, limits):
+    """Lines of ``question || answer``."""
+    for i, line in enumerate(resolve_path(cfg, root, file=True).read_text().splitlines()):
+        question, _, answer = line.partition("||")
+        yield RawRow(cfg.name, str(i), question.strip(), answer=answer.strip(), split=cfg.split, excerpt=line[:200])
+'''
+
 
 @pytest.fixture
 def throwaway():
     yield
     for reg, name in ((PRESETS, "tiny-preset"), (ENGINES, "echo"), (DETECTORS, "echo_flag"), (PROMPTS, "echo-prompt"),
-                      (EXTRACTORS, "after_is"), (METHODS, "please")):
-        reg.remove(name)
+                      (EXTRACTORS, "after_is"), (METHODS, "please"), (SOURCES, "pairs")):
+        if name in reg:
+            reg.remove(name)
 
 
 def _project(root: Path) -> Path:
@@ -314,14 +330,17 @@ def _project(root: Path) -> Path:
     (root / "plugins/echo_flag.py").write_text(DETECTOR)
     (root / "plugins/after_is.py").write_text(EXTRACTOR)
     (root / "plugins/please.py").write_text(METHOD)
+    (root / "plugins/pairs_source.py").write_text(SOURCE)
+    (root / "pairs.txt").write_text("What is 6 - 1? || 5\n")
     (root / "tiny").mkdir()
     rows = [{"problem": "What is 2 + 3?", "final": "5", "rating": 1}, {"problem": "What is 9 - 4?", "final": "5", "rating": 2},
             {"problem": "What is 2 * 4?", "final": "8", "rating": 3}]
     (root / "tiny/train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     params = {
         "plugins": ["plugins/tiny-preset.yaml", "plugins/echo-prompt.yaml", "plugins/echo_engine.py",
-                    "plugins/echo_flag.py", "plugins/after_is.py", "plugins/please.py"],
-        "ingest": {"sources": [{"name": "tiny", "kind": "jsonl", "preset": "tiny-preset", "path": "tiny/train.jsonl"}]},
+                    "plugins/echo_flag.py", "plugins/after_is.py", "plugins/please.py", "plugins/pairs_source.py"],
+        "ingest": {"sources": [{"name": "tiny", "kind": "jsonl", "preset": "tiny-preset", "path": "tiny/train.jsonl"},
+                               {"name": "mine", "kind": "pairs", "path": "pairs.txt"}]},
         "policies": {"echo": {"model": "test/m", "revision": "r1", "engine": "echo", "prompt": "echo-prompt",
                               "sampling": {"max_tokens": 8}}},
         "rollout": {"policies": ["echo"], "k": 2, "engine_options": {"echo": {"answer": "5"}}},
@@ -367,11 +386,13 @@ def test_a_plugin_detector_from_a_file_runs_in_annotates_worker_pool(tmp_path, t
         assert res.exit_code == 0, f"{args}: {res.output}"
     flags = read_table(tmp_path / "data/flags", name="flags").to_pylist()
     echo = [f for f in flags if f["flag"] == "echo_flag"]
-    assert len(echo) == 6 and {f["evidence"] for f in echo} == {"holds 'answer is'"}
+    assert len(echo) == 8 and {f["evidence"] for f in echo} == {"holds 'answer is'"}
 
 
 @pytest.mark.slow
 def test_a_plugin_preset_engine_and_detector_from_files_are_used_end_to_end(tmp_path, throwaway):
+    """A preset, a prompt, an engine, a detector, an extractor, a reformulation method and a source kind, each one
+    file a params.yaml's ``plugins`` lists, used by the stages."""
     params = _project(tmp_path)
     runner = CliRunner()
     for args in (["ingest"], ["rollout", "--set", "main"], ["verify", "--set", "main"],
@@ -381,16 +402,17 @@ def test_a_plugin_preset_engine_and_detector_from_files_are_used_end_to_end(tmp_
     problems = read_table(tmp_path / "data/problems", name="problems").to_pylist()
     assert sorted((p["question"], p["source_difficulty"], p["source_difficulty_measure"]) for p in problems) == [
         ("What is 2 * 4?", 3.0, "rating: 1 to 3, higher = harder"), ("What is 2 + 3?", 1.0, "rating: 1 to 3, higher = harder"),
+        ("What is 6 - 1?", None, None),  # the source kind's, from a plugin file
         ("What is 9 - 4?", 2.0, "rating: 1 to 3, higher = harder")]
     policies = read_table(tmp_path / "data/policies", name="policies").to_pylist()
     assert [p["prompt_template"] for p in policies] == ["echo-prompt"]
     rollouts = read_table(tmp_path / "data/rollouts", name="rollouts").to_pylist()
-    assert len(rollouts) == 6 and {r["completion"] for r in rollouts} == {" The answer is 5."}
+    assert len(rollouts) == 8 and {r["completion"] for r in rollouts} == {" The answer is 5."}
     verdicts = read_table(tmp_path / "data/verdicts", name="verdicts").to_pylist()
-    assert len(verdicts) == 6 and {(v["extractor"], v["extracted"]) for v in verdicts} == {("after_is", "5")}
+    assert len(verdicts) == 8 and {(v["extractor"], v["extracted"]) for v in verdicts} == {("after_is", "5")}
     flags = read_table(tmp_path / "data/flags", name="flags").to_pylist()
     echo = [f for f in flags if f["flag"] == "echo_flag"]
-    assert len(echo) == 6 and {f["evidence"] for f in echo} == {"holds 'answer is'"}
+    assert len(echo) == 8 and {f["evidence"] for f in echo} == {"holds 'answer is'"}
     difficulty = read_table(tmp_path / "data/difficulty", name="difficulty").to_pylist()
     assert {d["pass_rate"] for d in difficulty} == {0.0, 1.0}
     assert all(dict(d["flag_rates"])["echo_flag"] == 1.0 for d in difficulty)
@@ -399,7 +421,9 @@ def test_a_plugin_preset_engine_and_detector_from_files_are_used_end_to_end(tmp_
     assert [(c["method"], c["question"], c["answer"], json.loads(c["metadata"])["word"]) for c in children] == [
         ("please", "Kindly: What is 2 * 4?", "8", "Kindly:")]
     # the preset's own license is what the published items of that source carry
-    assert [(s.source, s.license) for s in source_licenses(load_params(params), root=tmp_path)] == [("tiny", "cc-by-4.0")]
+    # (the plugin kind's source names none: unknown, said so on the card)
+    assert [(s.source, s.license) for s in source_licenses(load_params(params), root=tmp_path)] == [
+        ("tiny", "cc-by-4.0"), ("mine", "unknown")]
 
 
 def test_a_typo_in_a_plugin_name_or_file_is_one_line_at_load(tmp_path, throwaway):
