@@ -15,6 +15,10 @@ REPO = Path(__file__).resolve().parents[2]
 ROOT_PACKAGE = "pipeline"
 # A module named by string: "pipeline.verify._preload"; a registry's folder: "pipeline.engines" (every module in it).
 MODULE_STRING = re.compile(r"(pipeline(?:\.\w+)+)(?::\w+)?")
+# Modules whose module strings name what *another* module imports: pipeline/stages.py declares each command's module for
+# the CLI (pipeline/cli.py), which imports it only when that command runs; the locks read the same table for its
+# writers and import no command. A stage's deps start at its own command, so these strings are not followed here.
+DECLARES_ONLY = frozenset({"pipeline.stages"})
 
 
 def module_file(name: str, root: Path = REPO) -> Path | None:
@@ -48,7 +52,8 @@ def imported_names(name: str, root: Path = REPO) -> frozenset[str]:
             out |= submodules
             if len(submodules) < len(node.names):  # a name defined in the module itself
                 out.add(source)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := MODULE_STRING.fullmatch(node.value)):
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and name not in DECLARES_ONLY
+              and (m := MODULE_STRING.fullmatch(node.value))):
             out.add(m.group(1))
             out |= folder_modules(m.group(1), root)
     return frozenset(out)
