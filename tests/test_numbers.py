@@ -56,7 +56,7 @@ READINGS = {  # text -> (value, decimal) read by read_number with its defaults, 
 }
 
 
-@pytest.mark.parametrize("text", list(READINGS))
+@pytest.mark.parametrize("text", list(READINGS), ids=lambda t: repr(t).replace(" ", "_"))  # no space: xdist lanes
 def test_one_reader_and_its_callers_agree(text):
     """read_number is the one reader: the grader's fast path, the gold lint, the flags' arithmetic and the
     reformulators' numerals give its value (each within its own bounds and after its own cleaning)."""
