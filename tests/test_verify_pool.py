@@ -169,8 +169,9 @@ def _cpu(pid: int) -> float:
     return t.user + t.system
 
 
-def _stage(timeout_s: float):
-    """The stage process, its forkserver and worker pids, once the worker has spent a CPU second on the item."""
+def _stage(timeout_s: float, busy_s: float = 1.0):
+    """The stage process, its forkserver and worker pids, once the worker has spent ``busy_s`` CPU seconds on the
+    item (less than the item's bound, so that the stage has not yet killed it: a loaded machine narrows that window)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -179,11 +180,11 @@ def _stage(timeout_s: float):
     proc = subprocess.Popen([sys.executable, "-c", _STAGE, str(timeout_s)], stdout=subprocess.PIPE, text=True,
                             env={**__import__("os").environ, "PYTHONPATH": repo})
     stage, server, worker = map(int, proc.stdout.readline().split())
-    for _ in range(3000):  # until the poisoned item has cost a CPU second (a poll count, not a wall-clock bound)
-        if _cpu(worker) >= 1.0:
+    for _ in range(3000):  # until the poisoned item has cost busy_s CPU seconds (a poll count, not a wall-clock bound)
+        if _cpu(worker) >= busy_s:
             break
         time.sleep(0.01)
-    assert _alive(worker) and _cpu(worker) >= 1.0
+    assert _alive(worker) and _cpu(worker) >= busy_s
     return proc, stage, server, worker
 
 
@@ -225,7 +226,7 @@ def test_a_worker_bounds_its_own_cpu_when_its_parent_cannot():
     from pipeline.verify.worker import CPU_GRACE_S as _CPU_GRACE_S
 
     timeout = 1.0
-    proc, stage, server, worker = _stage(timeout_s=timeout)
+    proc, stage, server, worker = _stage(timeout_s=timeout, busy_s=0.4)  # stopped well before the stage's own kill
     os.kill(stage, signal.SIGSTOP)  # a parent stopped (or starved) never kills the worker
     try:
         polls, cpu = 0, 0.0
