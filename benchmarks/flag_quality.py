@@ -22,7 +22,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipeline.annotate.detectors import DETECTORS  # noqa: E402
 from pipeline.annotate.measured import MEASURED  # noqa: E402
 from pipeline.annotate.quality import (  # noqa: E402
     FLAG_LABEL,
@@ -35,15 +34,13 @@ from pipeline.annotate.quality import (  # noqa: E402
 )
 from pipeline.config import AnnotateConfig  # noqa: E402
 
-SWEEPS = {  # detector knob (annotate.options) -> values tried (the default first)
-    "unsupported_setup": [True, False],
-    "computation_skip_ratio": [0.67, 0.34, 0.5, 1.0],
-    "answer_repetition_min": [3, 2, 4],
-    "line_repetition_min": [3, 2, 4],
-    "loop_max_distinct_ratio": [0.5, 0.3, 0.7],
+SWEEPS = {  # detector.knob (annotate.options.<detector>.<knob>) -> values tried (the default first)
+    "unsupported_answer.setup": [True, False],
+    "computation_skip.ratio": [0.67, 0.34, 0.5, 1.0],
+    "answer_repetition.answer_min": [3, 2, 4],
+    "answer_repetition.line_min": [3, 2, 4],
+    "repetition_loop.max_distinct_ratio": [0.5, 0.3, 0.7],
 }
-# each knob's detector, read from the detector files (a knob is declared by the one detector it tunes)
-KNOB_FLAG = {knob: name for name, d in DETECTORS.items() for knob in d.Options.model_fields}
 
 
 def main() -> None:
@@ -91,7 +88,8 @@ def main() -> None:
         print("\n| knob | value | flag | flagged | precision | recall |\n|---|---:|---|---:|---|---|")
         for knob, values in SWEEPS.items():
             for v in values:
-                f = measure(rows, annotate=AnnotateConfig(options={knob: v}), verified=verified).of(KNOB_FLAG[knob])
+                flag, own = knob.split(".")
+                f = measure(rows, annotate=AnnotateConfig(options={flag: {own: v}}), verified=verified).of(flag)
                 p = "-" if f.precision is None else f"{f.precision:.2f}"
                 r = "-" if f.recall is None else f"{f.recall:.2f}"
                 print(f"| {knob} | {v} | {f.flag} | {f.flagged} | {p} | {r} |")

@@ -34,11 +34,33 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from pipeline.config import ConfigError, check_name, unknown_name
+from pydantic import BaseModel
+
+from pipeline.config import ConfigError, Model, check_name, parse_options, unknown_name
 
 T = TypeVar("T")
+
+
+class NoOptions(Model):
+    """A plugin without knobs."""
+
+
+class Plugin:
+    """The one shape of a pluggable part: a class with a ``name``, its knobs as a nested ``Options`` model (unknown
+    keys refused) and one method its kind names (a detector's ``detect``, an extractor's ``read``, a method's
+    ``one``, an engine's ``_stream``, a layout's ``records``). An instance holds its validated knobs as
+    ``self.options``; they come from params.yaml's ``<section>.options.<name>`` (``where`` names that place in an
+    error)."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type[BaseModel]] = NoOptions
+
+    def __init__(self, options: BaseModel | dict[str, Any] | None = None, *, where: str | None = None) -> None:
+        if not isinstance(options, self.Options):
+            options = parse_options(self.Options, dict(options or {}), where=where or f"options.{self.name}")
+        self.options: Any = options
 
 
 class Registry(Mapping[str, T], Generic[T]):
@@ -293,5 +315,5 @@ def load_shipped(plugins: list[ShippedPlugin]) -> None:
         _SHIPPED[digest] = path
 
 
-__all__ = ["YAML_LOADERS", "Registry", "ShippedPlugin", "load_plugins", "load_shipped", "modules_in", "origin_of",
-           "shipped_plugins"]
+__all__ = ["YAML_LOADERS", "NoOptions", "Plugin", "Registry", "ShippedPlugin", "load_plugins", "load_shipped", "modules_in",
+           "origin_of", "shipped_plugins"]

@@ -8,7 +8,7 @@ from fractions import Fraction
 import duckdb
 import pytest
 
-from pipeline.annotate.detectors import DETECTORS, flag_options_model
+from pipeline.annotate.detectors import DETECTORS
 from pipeline.annotate.unsupported import check_working
 from pipeline.arith import answer_value, computes, evaluate, statements
 
@@ -61,8 +61,7 @@ def test_the_sql_shortcut_decides_only_rows_the_python_check_passes(setup):
     con = duckdb.connect()
     con.execute("CREATE TABLE t (status VARCHAR, extracted VARCHAR, completion VARCHAR, question VARCHAR)")
     con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows)
-    opts = flag_options_model()(unsupported_setup=setup)
-    where = DETECTORS["unsupported_answer"].where_sql(opts)
+    where = DETECTORS["unsupported_answer"]({"setup": setup}).where_sql()
     decided = con.execute(f"SELECT completion, extracted, question, NOT ({where}) FROM t").fetchall()
     assert sum(d for *_, d in decided) > 100  # the shortcut is used
     for completion, extracted, question, in_sql in decided:
@@ -103,9 +102,9 @@ def test_answer_in_question_compares_numbers_exactly():
     1.2 was not the exact 6/5 the statement computes, and the flag fired."""
     row = {"status": "correct", "extracted": "1.2", "question": "A pen costs 1.2 dollars, a pad 0.6. The pen?",
            "completion": " 0.6 * 2 = 1.2. The answer is 1.2."}
-    assert DETECTORS["answer_in_question"].detect(row, flag_options_model()()) is None
+    assert DETECTORS["answer_in_question"]().detect(row) is None
     copied = {**row, "completion": " The answer is 1.2."}
-    hit = DETECTORS["answer_in_question"].detect(copied, flag_options_model()())
+    hit = DETECTORS["answer_in_question"]().detect(copied)
     assert hit is not None and hit.evidence == "answer 1.2 is one of the question's numbers [0.6, 1.2]"
 
 

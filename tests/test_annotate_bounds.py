@@ -8,7 +8,6 @@ stage; then every detector on adversarial 32k-token-sized strings, in CPU time (
 from __future__ import annotations
 
 import ast
-import dataclasses
 import json
 import random
 import time
@@ -23,7 +22,7 @@ from cpu_clock import BOUNDED_S, own_cpu, tree_cpu_s
 
 from pipeline.annotate import annotate_tables, run
 from pipeline.annotate import core as annotate_core
-from pipeline.annotate.detectors import DETECTORS, flag_options_model
+from pipeline.annotate.detectors import DETECTORS
 from pipeline.annotate.flag_runner import DETECTOR_ERROR
 from pipeline.arith import MAX_DIGITS, evaluate, show, statements
 from pipeline.arith.evaluate import _evaluate_tokens
@@ -93,13 +92,13 @@ def test_the_reproductions_finish_through_the_stage_with_their_records(tmp_path)
 
 
 def test_a_detector_that_raises_is_a_recorded_row_and_counted(tmp_path, monkeypatch):
-    def boom(row: dict, opts):
-        if "loop loop" in row["completion"]:
-            raise RecursionError("maximum recursion depth exceeded")
-        return DETECTORS_BEFORE["repetition_loop"].detect(row, opts)
+    class Boom(DETECTORS["repetition_loop"]):
+        def detect(self, row: dict):
+            if "loop loop" in row["completion"]:
+                raise RecursionError("maximum recursion depth exceeded")
+            return super().detect(row)
 
-    DETECTORS_BEFORE = dict(DETECTORS)
-    monkeypatch.setitem(DETECTORS, "repetition_loop", dataclasses.replace(DETECTORS["repetition_loop"], detect=boom))
+    monkeypatch.setitem(DETECTORS, "repetition_loop", Boom)
     loop = " ".join(["loop"] * 40) + ". The answer is 4."
     build(tmp_path, [("What is 2 + 2?", "4", [(loop, "correct", "4"), (" 2 + 2 = 4. The answer is 4.", "correct", "4"),
                                                (" It is 2 + 2 = 5. The answer is 5.", "incorrect", "5")])])
@@ -151,7 +150,7 @@ def warm_detectors() -> None:
     CPU), which is start-up, not the cost of the text the bound is about."""
     text = r"$\sqrt{2} \cdot 2^{3} = 4$. $\frac{1}{2} + (3) = 5$. The answer is \boxed{5}."
     for detector in DETECTORS.values():
-        detector.detect({**ROW, "completion": text, "steps": 2}, flag_options_model()())
+        detector().detect({**ROW, "completion": text, "steps": 2})
 
 
 @pytest.mark.timing
@@ -161,7 +160,7 @@ def test_every_detector_is_bounded_on_adversarial_text(warm_detectors, name, cas
     text = ADVERSARIAL[case]
     row = {**ROW, "completion": text, "steps": text.count("=")}
     with own_cpu() as spent:
-        DETECTORS[name].detect(row, flag_options_model()())  # no exception
+        DETECTORS[name]().detect(row)  # no exception
     assert spent() < BOUNDED_S, f"{name} on {case}"  # each took 10 s to minutes (or raised) before
 
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from pipeline.annotate.detectors import DETECTORS, SIDE_COLUMNS, flag_options_model, get_detectors
+from pipeline.annotate.detectors import DETECTORS, SIDE_COLUMNS, get_detectors
 from pipeline.annotate.flag_runner import (
     SAMPLE_COLUMNS,
     candidate_sql,
@@ -22,7 +22,6 @@ from pipeline.annotate.flag_runner import (
 )
 from pipeline.config import ConfigError
 
-FlagOptions = flag_options_model()  # every detector's knobs, their defaults
 GOLDEN = yaml.safe_load((Path(__file__).parent / "data/flags_golden.yaml").read_text())
 CASES = GOLDEN["cases"]
 TYPES = {"sample_idx": pa.int64(), "n_tokens": pa.int64(), "n": pa.int64(), "n_correct": pa.int64(), "steps": pa.int64(),
@@ -47,12 +46,12 @@ IDS = [f"{c['detector']}-{'fires' if c['fires'] else 'quiet'}-{i}" for i, c in e
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_golden(case):
     row = _row(case)
-    det, opts = DETECTORS[case["detector"]], FlagOptions()
+    det = DETECTORS[case["detector"]]()
     table = pa.table({c: pa.array([row[c]], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS})
     con = duckdb.connect()
     con.register("samples", table)
-    is_candidate = bool(con.execute(candidate_sql([det], opts)).fetchall())
-    hit = det.detect(row, opts) if is_candidate else None
+    is_candidate = bool(con.execute(candidate_sql([det])).fetchall())
+    hit = det.detect(row) if is_candidate else None
     assert (hit is not None) == case["fires"], (hit, is_candidate)
     if hit is not None:
         assert case.get("evidence", "") in hit.evidence
@@ -70,15 +69,15 @@ def _side_table(rows: list[dict], side: str) -> pa.Table:
 def test_scan_uses_only_its_side_and_holds_wherever_where_does(name):
     # the stage finds candidate keys with `scan` over one side's columns (a column of the other side would fail to
     # bind here), then evaluates `where` on the joined rows: a row `where` accepts must never be missed by `scan`
-    det, opts = DETECTORS[name], FlagOptions()
+    det = DETECTORS[name]()
     rows = [_row(c) for c in CASES]
     con = duckdb.connect()
     con.register("samples", pa.table({c: pa.array([r[c] for r in rows], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}))
     con.register("side", _side_table(rows, det.side))
     where = {r[0] for r in con.execute(f"SELECT rowid FROM (SELECT row_number() OVER () - 1 AS rowid, * FROM samples) "
-                                         f"WHERE {det.where_sql(opts)}").fetchall()}
+                                         f"WHERE {det.where_sql()}").fetchall()}
     scan = {r[0] for r in con.execute(f"SELECT rowid FROM (SELECT row_number() OVER () - 1 AS rowid, * FROM side) "
-                                        f"WHERE {det.scan_sql(opts)}").fetchall()}
+                                        f"WHERE {det.scan_sql()}").fetchall()}
     assert where, f"no golden row is a {name} candidate"
     assert where <= scan, [rows[i]["completion"] for i in where - scan]
 
@@ -91,9 +90,9 @@ def test_candidate_keys_cover_the_full_scan():
     con.register("samples", pa.table({c: pa.array([r[c] for r in rows], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}))
     for side in SIDE_COLUMNS:
         con.register(f"{side[:-1]}_samples", _side_table(rows, side))
-    dets, opts = get_detectors(None), FlagOptions()
-    full = {r[:3] for r in con.execute(candidate_sql(dets, opts)).fetchall()}
-    keys = set(con.execute(candidate_keys_sql(dets, opts)).fetchall())
+    dets = get_detectors(None)
+    full = {r[:3] for r in con.execute(candidate_sql(dets)).fetchall()}
+    keys = set(con.execute(candidate_keys_sql(dets)).fetchall())
     assert full and full <= keys
 
 
@@ -102,12 +101,12 @@ def test_runner_counts_and_batches():
     cols = {c: pa.array([r[c] for r in rows], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}
     con = duckdb.connect()
     con.register("samples", pa.table(cols))
-    dets, opts = get_detectors(None), FlagOptions()
+    dets = get_detectors(None)
     from pipeline.annotate.flag_runner import FlagCounts
 
     counts = FlagCounts({}, {})
-    batches = con.sql(candidate_sql(dets, opts)).to_arrow_reader(7)
-    hits = pa.Table.from_batches(list(run_detectors(batches, dets, opts, counts=counts)))
+    batches = con.sql(candidate_sql(dets)).to_arrow_reader(7)
+    hits = pa.Table.from_batches(list(run_detectors(batches, dets, counts=counts)))
     assert hits.schema.names == ["problem_id", "policy_id", "sample_idx", "flag", "score", "evidence", "correct"]
     for name in DETECTORS:
         assert counts.fired.get(name, 0) >= sum(1 for c in CASES if c["detector"] == name and c["fires"])
@@ -134,14 +133,14 @@ def test_unknown_detector():
 def test_sql_only_detectors_agree_with_their_python_reference(name):
     from pipeline.annotate.flag_runner import sql_hits_sql
 
-    det, opts = DETECTORS[name], FlagOptions()
+    det = DETECTORS[name]()
     cases = [_row(c) for c in CASES if c["detector"] == name and c["fires"]]
     assert cases
     con = duckdb.connect()
     con.register("samples", pa.table({c: pa.array([r[c] for r in cases], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}))
-    con.execute(f"CREATE TABLE _cand AS {candidate_sql([det], opts)}")
-    got = con.execute(sql_hits_sql([det], opts, source="_cand") + " ORDER BY evidence").fetchall()
-    want = sorted((det.detect(r, opts) for r in cases), key=lambda h: h.evidence)
+    con.execute(f"CREATE TABLE _cand AS {candidate_sql([det])}")
+    got = con.execute(sql_hits_sql([det], source="_cand") + " ORDER BY evidence").fetchall()
+    want = sorted((det.detect(r) for r in cases), key=lambda h: h.evidence)
     assert len(got) == len(want)
     for g, hit in zip(got, want, strict=True):
         assert g[3] == name and g[4] == pytest.approx(hit.score) and g[5] == hit.evidence
@@ -202,12 +201,12 @@ PYTHON_RULES = [n for n, d in DETECTORS.items() if not d.sql_only]
 def test_sql_prefilter_never_drops_a_row_the_python_rule_flags(name):
     """Run the Python rule on *every* row (no prefilter): each row it flags must be a SQL candidate, on the
     golden rows and on 3,000 generated ones; the generated set must make the rule fire, or it proves nothing."""
-    det, opts = DETECTORS[name], FlagOptions()
+    det = DETECTORS[name]()
     rows = [{**_row(c), "problem_id": f"c{i}"} for i, c in enumerate(CASES)] + _generated_rows(3000)
     con = duckdb.connect()
     con.register("samples", pa.table({c: pa.array([r[c] for r in rows], TYPES.get(c, pa.string())) for c in SAMPLE_COLUMNS}))
-    candidates = {r[0] for r in con.execute(f"SELECT problem_id FROM samples WHERE {det.where_sql(opts)}").fetchall()}
-    flagged = {r["problem_id"] for r in rows if det.detect(r, opts) is not None}
+    candidates = {r[0] for r in con.execute(f"SELECT problem_id FROM samples WHERE {det.where_sql()}").fetchall()}
+    flagged = {r["problem_id"] for r in rows if det.detect(r) is not None}
     assert len({p for p in flagged if p.startswith("g")}) >= 5, f"the generated rows never fire {name}"
     missed = flagged - candidates
     assert not missed, [next(r["completion"] for r in rows if r["problem_id"] == p)[:120] for p in sorted(missed)[:5]]

@@ -99,7 +99,7 @@ def test_a_rerun_recomputes_only_what_changed(tmp_path, seen):
     _same(_outputs(job), _fresh(tmp_path, job, "fresh-verdict"))
 
     # one detector's knob changes: that detector alone reruns, on every group
-    extra = {"annotate": {"options": {"loop_min_words": 200}}}
+    extra = {"annotate": {"options": {"repetition_loop": {"min_words": 200}}}}
     write_params(job, extra)
     knob = _run(job)
     assert knob.reused_groups == 65 and knob.rerun_detectors == ["repetition_loop"]
@@ -108,7 +108,8 @@ def test_a_rerun_recomputes_only_what_changed(tmp_path, seen):
     _same(after, _fresh(tmp_path, job, "fresh-knob", extra))
 
     # a detector dropped from annotate.flags: its stored rows go, nothing else reruns
-    extra = {"annotate": {"options": {"loop_min_words": 200}, "flags": ["truncated", "answer_flip", "multiple_answers"]}}
+    extra = {"annotate": {"options": {"repetition_loop": {"min_words": 200}},
+                          "flags": ["truncated", "answer_flip", "multiple_answers"]}}
     write_params(job, extra)
     fewer = _run(job)
     assert fewer.reused_groups == 65 and fewer.rerun_detectors == []

@@ -55,12 +55,12 @@ _HOLDER = """
 import sys, time
 import pyarrow as pa
 from pipeline.annotate import detector_pool as dp
-from pipeline.annotate.detectors import default_flag_options, get_detectors
+from pipeline.annotate.detectors import get_detectors
 def slow(batches):
     yield from batches
     time.sleep(600)
 batch = pa.RecordBatch.from_pylist([{"x": 1}])
-it = dp.pooled_detectors(slow(iter([batch] * 2)), get_detectors(["truncated"]), default_flag_options(), workers=2)
+it = dp.pooled_detectors(slow(iter([batch] * 2)), get_detectors(["truncated"]), workers=2)
 print("started", flush=True)
 next(it, None)
 """

@@ -14,11 +14,11 @@ COMPLETION = " 8 + 6 = 14. The answer is 14."
 
 
 def test_setup_check_is_off_for_reformulated_children_only():
-    cfg = AnnotateConfig(options={"answer_repetition_min": 4})
+    cfg = AnnotateConfig(options={"answer_repetition": {"answer_min": 4}, "unsupported_answer": {}})
     assert set_config(cfg, "main") is cfg
     child = set_config(cfg, "reformulated")
-    assert child.options == {"answer_repetition_min": 4, "unsupported_setup": False}
-    assert cfg.options == {"answer_repetition_min": 4}  # the main config is not changed in place
+    assert child.options == {"answer_repetition": {"answer_min": 4}, "unsupported_answer": {"setup": False}}
+    assert cfg.options == {"answer_repetition": {"answer_min": 4}, "unsupported_answer": {}}  # not changed in place
 
 
 def test_the_real_child_row_is_flagged_only_with_the_setup_check():

@@ -119,7 +119,7 @@ def test_the_copy_check_sees_a_repeated_default():
 def test_params_yaml_sets_no_pluggable_option_to_its_default():
     """The same for the options each engine, reformulation method and the flag detectors validate themselves."""
     import pipeline.reformulate  # noqa: F401  (registers the methods)
-    from pipeline.annotate.detectors import flag_options_model
+    from pipeline.annotate.detectors import DETECTORS
     from pipeline.engines.registry import get_engine
     from pipeline.reformulate.registry import get_method
 
@@ -128,7 +128,8 @@ def test_params_yaml_sets_no_pluggable_option_to_its_default():
               for e, o in raw["rollout"].get("engine_options", {}).items()]
     groups += [(f"reformulate.options.{m}", get_method(m).Options, o)
                for m, o in raw.get("reformulate", {}).get("options", {}).items()]
-    groups += [("annotate.options", flag_options_model(), raw.get("annotate", {}).get("options", {}))]
+    groups += [(f"annotate.options.{d}", DETECTORS[d].Options, o)
+               for d, o in raw.get("annotate", {}).get("options", {}).items()]
     copies = [f"{where}.{k}" for where, model, opts in groups for k, v in opts.items()
               if k in model.model_fields and field_default(model, k) == v]
     assert not copies, f"params.yaml repeats these options' defaults: {copies}"

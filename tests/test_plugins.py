@@ -24,8 +24,7 @@ from pipeline.annotate.detectors import (
     SIDE_COLUMNS,
     Detector,
     Hit,
-    default_flag_options,
-    flag_options_model,
+    check_options,
     register,
 )
 from pipeline.annotate.flag_runner import SAMPLE_COLUMNS, candidate_sql, sql_hits_sql
@@ -41,7 +40,7 @@ from pipeline.plugins import Registry
 from pipeline.publish.provenance import source_licenses
 from pipeline.reformulate import METHODS, Child, Parent, Reformulator, Skip, build
 from pipeline.rollout.prompts import PROMPTS
-from pipeline.verify.extract import EXTRACTORS
+from pipeline.verify.extract import EXTRACTORS, Extractor
 
 SAMPLING = SamplingConfig(temperature=0.7, max_tokens=8)
 SPEC = ModelSpec("test/m", "test/m", "r1", "float32")
@@ -133,20 +132,20 @@ NEUTRAL = {"problem_id": "p", "policy_id": "q", "sample_idx": 0, "status": "corr
 
 @pytest.mark.parametrize("name", list(DETECTORS))
 def test_every_detector_conforms(name):
-    d: Detector = DETECTORS[name]
-    assert d.name == name and d.kind in KINDS and d.side in SIDE_COLUMNS and d.summary
-    assert d.label is None or d.label in LABELS
-    assert issubclass(d.Options, BaseModel) and d.Options.model_config.get("extra") == "forbid"
-    assert set(d.Options.model_fields) <= set(flag_options_model().model_fields)  # its knobs are annotate.options keys
+    cls = DETECTORS[name]
+    assert issubclass(cls, Detector) and cls.name == name and cls.kind in KINDS and cls.side in SIDE_COLUMNS
+    assert (cls.summary and cls.label is None) or cls.label in LABELS
+    assert issubclass(cls.Options, BaseModel) and cls.Options.model_config.get("extra") == "forbid"
     assert Path(DETECTORS.origin(name)).name == f"{name}.py"  # one file each, named after it
-    opts = default_flag_options()
+    d = cls()  # every knob has a default (annotate.options.<name> may be absent)
+    assert check_options({name: d.options.model_dump()})[name] == d.options  # its knobs are annotate.options.<name>
     con = duckdb.connect()
     con.register("samples", _samples([NEUTRAL]))
-    candidates = con.sql(candidate_sql([d], opts)).to_arrow_table()  # its SQL runs on the samples view
+    candidates = con.sql(candidate_sql([d])).to_arrow_table()  # its SQL runs on the samples view
     if d.sql_only:
         con.register("cand", candidates)
-        con.sql(sql_hits_sql([d], opts, source="cand")).fetchall()
-    hit = d.detect(dict(NEUTRAL), opts)
+        con.sql(sql_hits_sql([d], source="cand")).fetchall()
+    hit = d.detect(dict(NEUTRAL))
     assert hit is None or (isinstance(hit, Hit) and isinstance(hit.evidence, str) and hit.evidence)
 
 
@@ -155,6 +154,7 @@ def test_every_detector_conforms(name):
 @pytest.mark.parametrize("name", list(EXTRACTORS))
 def test_every_extractor_conforms(name):
     fn = EXTRACTORS[name]
+    assert isinstance(fn, Extractor) and fn.name == name and Path(EXTRACTORS.origin(name)).name == f"{name}.py"
     assert fn.__doc__, f"extractor {name} has no docstring"
     assert fn("") is None
     for text in ("The answer is 42.", "#### 42", "\\boxed{42}", "42 is the answer.", "So she has 42 apples.", "x" * 5000):
@@ -245,30 +245,39 @@ DETECTOR = '''\
 """A detector that fires on every completion holding its marker: a throwaway plugin."""
 from pydantic import Field
 
-from pipeline.annotate.detectors import Hit, register
+from pipeline.annotate.detectors import Detector, Hit, register
 from pipeline.config import Model
 
 
-class Options(Model):
-    echo_marker: str = Field("answer", description="the text it fires on")
-
-
-@register("echo_flag", kind="degeneracy", options=Options, where="contains(completion, '{opts.echo_marker}')")
-def echo_flag(row, opts):
+@register
+class EchoFlag(Detector):
     """The completion holds the marker."""
-    return Hit(1.0, f"holds {opts.echo_marker!r}")
+
+    name = "echo_flag"
+    kind = "degeneracy"
+    where = "contains(completion, '{opts.marker}')"
+
+    class Options(Model):
+        marker: str = Field("answer", description="the text it fires on")
+
+    def detect(self, row):
+        return Hit(1.0, f"holds {self.options.marker!r}")
 '''
 EXTRACTOR = '''\
 """An extractor that reads the word after the last "is": a throwaway plugin."""
-from pipeline.verify.extract import register
+from pipeline.verify.extract import Extractor, register
 
 
-@register("after_is")
-def after_is(completion):
+@register
+class AfterIs(Extractor):
     """The word after the last " is "."""
-    if " is " not in completion:
-        return None
-    return completion.rsplit(" is ", 1)[1].split()[0].strip(".") or None
+
+    name = "after_is"
+
+    def read(self, completion):
+        if " is " not in completion:
+            return None
+        return completion.rsplit(" is ", 1)[1].split()[0].strip(".") or None
 '''
 METHOD = '''\
 """A reformulation method that asks the question again, politely: a throwaway plugin."""
@@ -345,7 +354,7 @@ def _project(root: Path) -> Path:
                               "sampling": {"max_tokens": 8}}},
         "rollout": {"policies": ["echo"], "k": 2, "engine_options": {"echo": {"answer": "5"}}},
         "verify": {"workers": 1, "extractors": ["after_is"]},
-        "annotate": {"options": {"echo_marker": "answer is"}},
+        "annotate": {"options": {"echo_flag": {"marker": "answer is"}}},
         # the echo engine fails the child as it failed its parent: the child lands where that puts it
         "reformulate": {"methods": ["please"], "options": {"please": {"word": "Kindly:"}}, "target_bands": ["unsolved"]},
     }
@@ -353,18 +362,22 @@ def _project(root: Path) -> Path:
     return root / "params.yaml"
 
 
+def _detector(name: str, **attrs) -> type[Detector]:
+    return type(name, (Detector,), {"name": name, "__doc__": "A throwaway detector.", **attrs})
+
+
 def test_a_detector_whose_scan_names_the_other_sides_column_fails_when_it_registers():
     """`where` runs first over one side's columns: naming a verdicts column on the rollouts side (the default) is one
     line at registration, naming the side and its columns (it was a 43-line DuckDB traceback in annotate)."""
     with pytest.raises(ConfigError, match=r"its where names a column of no table on side 'rollouts' .*\"status\".*"
                                           r"its columns: problem_id, policy_id, sample_idx, completion") as e:
-        register("wrong_side", kind="risk", where="status = 'correct'")(lambda row, opts: None)
+        register(_detector("wrong_side", kind="risk", where="status = 'correct'"))
     assert "\n" not in str(e.value) and "wrong_side" not in DETECTORS
     with pytest.raises(ConfigError, match="no table on any side"):
-        register("no_such", kind="risk", where="nonsense_column > 1", scan="status = 'correct'",
-                 side="verdicts")(lambda row, opts: None)
+        register(_detector("no_such", kind="risk", where="nonsense_column > 1", scan="status = 'correct'",
+                           side="verdicts"))
     # the same predicate on its own side registers
-    register("right_side", kind="risk", where="status = 'correct'", side="verdicts")(lambda row, opts: None)
+    register(_detector("right_side", kind="risk", where="status = 'correct'", side="verdicts"))
     DETECTORS.remove("right_side")
 
 
@@ -394,11 +407,41 @@ def test_a_plugin_preset_engine_and_detector_from_files_are_used_end_to_end(tmp_
     """A preset, a prompt, an engine, a detector, an extractor, a reformulation method and a source kind, each one
     file a params.yaml's ``plugins`` lists, used by the stages."""
     params = _project(tmp_path)
+    _run_stages(params)
+    _check_plugin_outputs(tmp_path, params)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_the_plugin_files_run_in_other_processes_on_ray_and_in_the_pool(tmp_path, throwaway, monkeypatch):
+    """The same project with the plugins' work in processes that never read params.yaml: the ``ray`` engine's replica
+    (a Ray actor) runs the plugin engine, verify's Ray tasks the plugin extractor, annotate's spawned worker pool the
+    plugin detector, each from the file's text shipped to it; the outputs are the in-process run's."""
+    import pipeline.annotate.core as core
+
+    params = _project(tmp_path)
+    raw = yaml.safe_load(params.read_text())
+    raw["policies"]["echo"]["engine"] = "ray"
+    raw["rollout"]["engine_options"] = {"ray": {"replicas": 1, "local_num_cpus": 1, "batch_size": 2,
+                                                "replica_engine": "echo", "replica_options": {"answer": "5"}}}
+    raw["verify"].update(executor="ray", ray_chunk_rows=3)
+    raw["annotate"]["workers"] = 2
+    params.write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(core, "POOL_MIN_ROWS", 1)  # the pool even for these rows
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    _run_stages(params)
+    _check_plugin_outputs(tmp_path, params)
+
+
+def _run_stages(params: Path) -> None:
     runner = CliRunner()
     for args in (["ingest"], ["rollout", "--set", "main"], ["verify", "--set", "main"],
                  ["annotate", "--set", "main", "--no-plots"], ["reformulate"]):
         res = runner.invoke(cli, [*args, "--params", str(params), "--no-progress"])
         assert res.exit_code == 0, f"{args}: {res.output}"
+
+
+def _check_plugin_outputs(tmp_path: Path, params: Path) -> None:
     problems = read_table(tmp_path / "data/problems", name="problems").to_pylist()
     assert sorted((p["question"], p["source_difficulty"], p["source_difficulty_measure"]) for p in problems) == [
         ("What is 2 * 4?", 3.0, "rating: 1 to 3, higher = harder"), ("What is 2 + 3?", 1.0, "rating: 1 to 3, higher = harder"),
@@ -469,17 +512,21 @@ def test_a_typo_in_a_plugin_name_or_file_is_one_line_at_load(tmp_path, throwaway
     with pytest.raises(ConfigError, match=r"reformulate\.options: unknown reformulation method 'pleas'"):
         load_params(params)
     raw["reformulate"] = {"methods": ["please"]}
-    raw["annotate"]["options"] = {"echo_markr": "x"}
+    raw["annotate"]["options"] = {"echo_flag": {"markr": "x"}}
     params.write_text(yaml.safe_dump(raw))
-    with pytest.raises(ConfigError, match=r"annotate\.options: echo_markr: unknown key"):
+    with pytest.raises(ConfigError, match=r"annotate\.options\.echo_flag: markr: unknown key \(did you mean marker\?\)"):
+        load_params(params)
+    raw["annotate"]["options"] = {"echo_flga": {"marker": "x"}}
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"annotate\.options: unknown flag detector 'echo_flga' \(did you mean echo_flag\?\)"):
         load_params(params)
 
 
 def test_the_plugin_docs_show_each_kind_as_one_file():
     doc = (Path(__file__).resolve().parents[1] / "docs/operations.md").read_text()
     section = doc.split("## Adding a detector, a preset or an engine", 1)[1].split("\n## ", 1)[0]
-    for snippet in ("from pipeline.annotate.detectors import Hit, register", "@ENGINES.register", "license:", "plugins:",
-                    "from pipeline.verify.extract import register", "class Please(Reformulator):"):
+    for snippet in ("from pipeline.annotate.detectors import Detector, Hit, register", "@ENGINES.register", "license:",
+                    "plugins:", "from pipeline.verify.extract import Extractor, register", "class Please(Reformulator):"):
         assert snippet in section, snippet
 
 

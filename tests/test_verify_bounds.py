@@ -17,7 +17,7 @@ from cpu_clock import BOUNDED_S, own_cpu, tree_cpu_s
 from pipeline.gold import MAX_GOLD_CHARS, boxed_gold, gsm8k_gold
 from pipeline.verify import judge, judge_many
 from pipeline.verify.extract import SEARCH_CHARS, candidates, extract, get_extractor
-from pipeline.verify.extractors.is_the_answer import is_the_answer
+from pipeline.verify.extractors.is_the_answer import IsTheAnswer
 from pipeline.verify.gold_check import gold_parses, golds_equivalent
 from pipeline.verify.grader import fast_grade
 
@@ -79,7 +79,7 @@ def test_is_the_answer_finds_what_the_old_regex_found():
     texts = ["So, 1708 is the answer.", "x,1708 is the answer", "A is the answer,B is the answer", "-$5$ is the answer"]
     texts += ["".join(rng.choice(atoms) for _ in range(rng.randint(1, 12))) for _ in range(20000)]
     for text in texts:
-        assert is_the_answer(text) == _reference(text), text
+        assert IsTheAnswer()(text) == _reference(text), text
 
 
 @pytest.mark.parametrize(("gold", "answer", "status"), [

@@ -201,9 +201,9 @@ def test_unit_words_after_an_expression_only_when_the_gold_has_none():
     ("I hope this helps!", None),
 ])
 def test_prose_final(completion, value):
-    from pipeline.verify.extractors.prose_final import prose_final
+    from pipeline.verify.extractors.prose_final import ProseFinal
 
-    assert prose_final(completion) == value
+    assert ProseFinal()(completion) == value
 
 
 def test_prose_final_is_off_by_default():

@@ -65,14 +65,18 @@ FIRST_NUMBER = '''\
 """An extractor that reads the first number of the completion: a throwaway plugin."""
 import re
 
-from pipeline.verify.extract import register
+from pipeline.verify.extract import Extractor, register
 
 
-@register("first_number")
-def first_number(completion):
+@register
+class FirstNumber(Extractor):
     """The first number in the completion."""
-    m = re.search(r"\\d+", completion)
-    return m.group() if m else None
+
+    name = "first_number"
+
+    def read(self, completion):
+        m = re.search(r"\\d+", completion)
+        return m.group() if m else None
 '''
 
 

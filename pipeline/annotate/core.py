@@ -28,8 +28,7 @@ import pyarrow as pa
 
 from pipeline.annotate import gold_suspicion
 from pipeline.annotate.detector_pool import pooled_detectors
-from pipeline.annotate.detectors import flag_options as detector_options
-from pipeline.annotate.detectors import get_detectors
+from pipeline.annotate.detectors import check_options, get_detectors
 from pipeline.annotate.flag_runner import (
     HITS_SCHEMA,
     REF_STEPS_SQL,
@@ -43,15 +42,21 @@ from pipeline.annotate.flag_runner import (
     sql_literal,
 )
 from pipeline.bands import assign_band, band_confidence
-from pipeline.config import AnnotateConfig
+from pipeline.config import AnnotateConfig, ConfigError
 from pipeline.pass_rate_stats import group_stats
 from pipeline.schema import schema
 
 
-def flag_options(config: AnnotateConfig) -> Any:
-    """The detectors' knobs: ``annotate.options``, and rare_success's threshold from its own key."""
-    return detector_options({**config.options, "rare_success_max_pass_rate": config.rare_success_max_pass_rate},
-                            where="annotate.options")
+def flag_options(config: AnnotateConfig) -> dict[str, dict[str, Any]]:
+    """The detectors' knobs: ``annotate.options`` (detector name -> its knobs), checked, with rare_success's threshold
+    from its own key (annotate.rare_success_max_pass_rate: the card and the docs name it; refused here)."""
+    options = {name: dict(knobs or {}) for name, knobs in config.options.items()}
+    if "max_pass_rate" in options.get("rare_success", {}):
+        raise ConfigError("annotate.options.rare_success.max_pass_rate: set annotate.rare_success_max_pass_rate "
+                          "instead (its one home)")
+    options.setdefault("rare_success", {})["max_pass_rate"] = config.rare_success_max_pass_rate
+    check_options(options)
+    return options
 
 
 @dataclass
@@ -61,8 +66,7 @@ class Annotation:
     con: duckdb.DuckDBPyConnection
     config: AnnotateConfig
     verifier_id: str
-    detectors: list[Detector]
-    opts: Any  # the detectors' knobs (pipeline.annotate.detectors.flag_options_model)
+    detectors: list[Detector]  # each built with its knobs (annotate.options.<name>)
     counts: FlagCounts = field(default_factory=lambda: FlagCounts({}, {}))
     gold_model: gold_suspicion.GoldModel | None = None  # behind difficulty.gold_suspicion
 
@@ -82,8 +86,7 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
 
     ``selection`` names a relation of :data:`pipeline.annotate.selection.SELECTION_SCHEMA`: only the samples
     0..n-1 it selects per (problem, policy) count. None: every verdict of ``verifier_id`` (budget ``none``)."""
-    detectors = get_detectors(config.flags)
-    opts = flag_options(config)
+    detectors = get_detectors(config.flags, flag_options(config))
     vid = sql_literal(verifier_id)
     # the thinking columns (verdicts written before passband read thinking blocks, hand-built tables: null when absent)
     have = {r[0] for r in con.execute("DESCRIBE verdicts").fetchall()}
@@ -140,7 +143,7 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
         SELECT v.problem_id, v.policy_id, v.sample_idx, v.status, v.extracted, p.question, g.n, g.n_correct,
                g.n_correct / g.n AS pass_rate
         FROM _v v JOIN _groups g USING (problem_id, policy_id) JOIN _problems p USING (problem_id)""")
-    return Annotation(con, config, verifier_id, detectors, opts, gold_model=gold_model)
+    return Annotation(con, config, verifier_id, detectors, gold_model=gold_model)
 
 
 def _rollout_samples_sql(rollouts: str) -> str:
@@ -212,7 +215,7 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384, on_batch: Callabl
                     "ANTI JOIN _reuse USING (problem_id, policy_id)")
         rollouts, sides = "_new_r", {"rollouts": "_new_rs", "verdicts": "_new_vs"}
         scratch.append("_new_r")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys AS {candidate_keys_sql(ann.detectors, ann.opts, **sides)}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys AS {candidate_keys_sql(ann.detectors, **sides)}")
     if unchanged and not sides:  # most groups new: every group scanned, the reused ones' keys dropped
         con.execute("DELETE FROM _keys k USING _reuse r WHERE k.problem_id = r.problem_id AND k.policy_id = r.policy_id")
     key = f"USING ({', '.join(schema('rollouts').key)})"
@@ -220,7 +223,7 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384, on_batch: Callabl
     con.execute("CREATE OR REPLACE TEMP TABLE _cand_r AS SELECT problem_id, policy_id, sample_idx, completion, n_tokens, "
                 f"finish_reason FROM {rollouts} SEMI JOIN _keys {key}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS "
-                f"{candidate_sql(ann.detectors, ann.opts, source='(' + _samples_sql('_cand_v', '_cand_r') + ')')}")
+                f"{candidate_sql(ann.detectors, source='(' + _samples_sql('_cand_v', '_cand_r') + ')')}")
     for t in ("_new_rs", "_new_vs"):
         con.execute(f"DROP VIEW IF EXISTS {t}")
     for t in scratch:
@@ -236,7 +239,7 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384, on_batch: Callabl
     sql_dets = [d for d in ann.detectors if d.sql_only]
     py_dets = [d for d in ann.detectors if not d.sql_only]
     if sql_dets:  # DuckDB writes these hits itself: no row goes through Python
-        for batch in ann.con.sql(sql_hits_sql(sql_dets, ann.opts, source="_cand")).to_arrow_reader(batch_rows):
+        for batch in ann.con.sql(sql_hits_sql(sql_dets, source="_cand")).to_arrow_reader(batch_rows):
             for name, n in Counter(batch.column("flag").to_pylist()).items():
                 ann.counts.candidates[name] = ann.counts.candidates.get(name, 0) + n
                 ann.counts.fired[name] = ann.counts.fired.get(name, 0) + n
@@ -252,7 +255,7 @@ def flag_batches(ann: Annotation, *, batch_rows: int = 16_384, on_batch: Callabl
         if workers > 1:  # enough batches for every worker to get several (a small job is one batch otherwise)
             rows = max(16, min(rows, -(-n_rows // (workers * BATCHES_PER_WORKER))))
         reader = ann.con.sql(f"SELECT * FROM _cand WHERE {where}").to_arrow_reader(rows)
-        yield from pooled_detectors(reader, py_dets, ann.opts, workers=workers, counts=ann.counts, on_batch=on_batch)
+        yield from pooled_detectors(reader, py_dets, workers=workers, counts=ann.counts, on_batch=on_batch)
 
 
 def _mostly_reused(con: duckdb.DuckDBPyConnection) -> bool:

@@ -1,6 +1,6 @@
 """The Python detectors over a pool of worker processes: annotate's CPU-bound part on every core.
 
-DuckDB already uses every core for the SQL side; the Python detectors (``detect(row, opts)`` per candidate row)
+DuckDB already uses every core for the SQL side; the Python detectors (``detect(row)`` per candidate row)
 held one. :func:`pooled_detectors` sends each batch of candidate rows (Arrow, so a batch crosses as one buffer,
 not a row at a time) to a worker that runs :func:`pipeline.annotate.flag_runner.run_detectors` on it, and yields
 the hit batches back in the order the batches were read, with the same counts: the hits are the same rows as in
@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.annotate.detectors import DETECTORS, Detector, flag_options
+from pipeline.annotate.detectors import DETECTORS, Detector
 from pipeline.annotate.flag_runner import FlagCounts, run_detectors
 from pipeline.errors import PassbandError
 from pipeline.lifetime import die_with_parent
@@ -50,28 +50,28 @@ class DetectorPoolError(PassbandError):
 PLUGIN_MODULE = "passband_plugin_"  # the module-name prefix of a plugin file (pipeline.plugins)
 
 
-def _shipped(detectors: Sequence[Detector]) -> list[tuple[str, bytes | None]]:
-    """Each detector as a worker gets it: (name, None) when a plugin file defines it (looked up by name there after
-    the file is loaded), else (name, its pickle)."""
+def _shipped(detectors: Sequence[Detector]) -> list[tuple[str, dict[str, Any], bytes | None]]:
+    """Each detector as a worker gets it: (name, its knobs, None) when a plugin file defines it (its class looked up
+    by name there after the file is loaded), else (name, its knobs, its pickle: its class by reference and knobs)."""
     out = []
     for d in detectors:
-        by_name = getattr(d.detect, "__module__", "").startswith(PLUGIN_MODULE)
-        out.append((d.name, None if by_name else pickle.dumps(d)))
+        by_name = type(d).__module__.startswith(PLUGIN_MODULE)
+        out.append((d.name, d.options.model_dump(mode="json"), None if by_name else pickle.dumps(d)))
     return out
 
 
-def _init(parent_pid: int, detectors: list[tuple[str, bytes | None]], options: dict[str, Any],
+def _init(parent_pid: int, detectors: list[tuple[str, dict[str, Any], bytes | None]],
           plugins: list[ShippedPlugin]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the stage, which shuts the pool down
     die_with_parent(parent_pid)  # elsewhere than Linux it ends when its pipe closes
     load_shipped(plugins)  # the user's Python plugins first: their detectors and their options' models
-    _WORKER["detectors"] = [DETECTORS.lookup(name) if blob is None else pickle.loads(blob) for name, blob in detectors]
-    _WORKER["opts"] = flag_options(options, where="annotate.options")
+    _WORKER["detectors"] = [DETECTORS.lookup(name)(knobs) if blob is None else pickle.loads(blob)
+                            for name, knobs, blob in detectors]
 
 
 def _run(batch: pa.RecordBatch) -> tuple[list[pa.RecordBatch], FlagCounts, int]:
     counts = FlagCounts({}, {})
-    hits = list(run_detectors(iter([batch]), _WORKER["detectors"], _WORKER["opts"], counts=counts))
+    hits = list(run_detectors(iter([batch]), _WORKER["detectors"], counts=counts))
     return hits, counts, batch.num_rows
 
 
@@ -81,15 +81,15 @@ def _merge(into: FlagCounts, part: FlagCounts) -> None:
             mine[k] = mine.get(k, 0) + v
 
 
-def pooled_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detector], opts: Any, *, workers: int,
+def pooled_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detector], *, workers: int,
                      counts: FlagCounts | None = None,
                      on_batch: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
     """:func:`~pipeline.annotate.flag_runner.run_detectors` over ``workers`` processes (1: in this process)."""
     if workers <= 1:
-        yield from run_detectors(batches, detectors, opts, counts=counts, on_batch=on_batch)
+        yield from run_detectors(batches, detectors, counts=counts, on_batch=on_batch)
         return
     ex = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init,
-                             initargs=(os.getpid(), _shipped(detectors), opts.model_dump(),
+                             initargs=(os.getpid(), _shipped(detectors),
                                        [p for p in shipped_plugins() if not p[1].endswith((".yaml", ".yml"))]))
     pending: deque[Future] = deque()
 

@@ -1,7 +1,7 @@
 """The flag runner: every registered detector (:mod:`pipeline.annotate.detectors`) over the verified rollouts.
 
 A detector is a SQL predicate ``where`` over the ``samples`` view (one row per verified rollout, with its problem and
-its group's counts) that selects the candidate rows cheaply inside DuckDB, and a Python ``detect(row, opts)`` that
+its group's counts) that selects the candidate rows cheaply inside DuckDB, and a Python ``detect(row)`` that
 decides and writes the evidence. The runner (:func:`run_detectors`) streams only candidate rows out of DuckDB in
 Arrow batches, so a detector never sees the rows it cannot fire on and never batches, counts or reports progress
 itself; a detector that raises on a row gives it a ``detector_error`` row instead of stopping the stage.
@@ -23,7 +23,6 @@ import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 
@@ -52,30 +51,30 @@ SAMPLE_COLUMNS = ("problem_id", "policy_id", "sample_idx", "status", "extracted"
                   "median_correct_steps")
 
 
-def candidate_sql(detectors: Sequence[Detector], opts: Any, *, source: str = "samples") -> str:
+def candidate_sql(detectors: Sequence[Detector], *, source: str = "samples") -> str:
     """One scan: every row that is a candidate of at least one detector, with a boolean column per detector."""
-    preds = [f"({d.where_sql(opts)})" for d in detectors]
+    preds = [f"({d.where_sql()})" for d in detectors]
     marks = (f"coalesce({p}, false) AS \"c_{d.name}\"" for p, d in zip(preds, detectors, strict=True))
     cols = ", ".join([*SAMPLE_COLUMNS, *marks])
     return f"SELECT {cols} FROM {source} WHERE " + " OR ".join(preds)
 
 
-def candidate_keys_sql(detectors: Sequence[Detector], opts: Any, *, rollouts: str = "rollout_samples",
+def candidate_keys_sql(detectors: Sequence[Detector], *, rollouts: str = "rollout_samples",
                        verdicts: str = "verdict_samples") -> str:
     """The keys of every candidate row: one scan of each side with the ``scan`` predicates of its detectors."""
     parts = []
     for side, source in (("rollouts", rollouts), ("verdicts", verdicts)):
-        preds = [f"({d.scan_sql(opts)})" for d in detectors if d.side == side]
+        preds = [f"({d.scan_sql()})" for d in detectors if d.side == side]
         if preds:
             parts.append(f"SELECT problem_id, policy_id, sample_idx FROM {source} WHERE " + " OR ".join(preds))
     return " UNION ".join(parts)
 
 
-def sql_hits_sql(detectors: Sequence[Detector], opts: Any, *, source: str) -> str:
+def sql_hits_sql(detectors: Sequence[Detector], *, source: str) -> str:
     """The hits of the SQL-only detectors, as one UNION ALL over ``source`` (HITS_SCHEMA columns)."""
     parts = [f"SELECT problem_id, policy_id, sample_idx, {sql_literal(d.name)} AS flag, "
-             f"({d.score_sql.format(opts=opts)})::DOUBLE AS score, "
-             f"{d.evidence_sql.format(opts=opts)} AS evidence, status = 'correct' AS correct "
+             f"({d.score_expr()})::DOUBLE AS score, "
+             f"{d.evidence_expr()} AS evidence, status = 'correct' AS correct "
              f"FROM {source} WHERE \"c_{d.name}\"" for d in detectors if d.sql_only]
     return " UNION ALL ".join(parts)
 
@@ -98,7 +97,7 @@ def error_hit(detector: str, exc: BaseException) -> Hit:
     return Hit(None, f"{detector}: error:{type(exc).__name__}" + (f": {message}" if message else ""))
 
 
-def run_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detector], opts: Any,
+def run_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detector],
                   *, counts: FlagCounts | None = None, on_batch: Callable[[int], None] | None = None
                   ) -> Iterator[pa.RecordBatch]:
     """Apply each detector to its candidate rows; yield hit batches (``flags`` columns plus ``correct``, one per input batch).
@@ -118,7 +117,7 @@ def run_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Detecto
                     counts.candidates[d.name] = counts.candidates.get(d.name, 0) + 1
                 flag = d.name
                 try:
-                    hit = d.detect(row, opts)
+                    hit = d.detect(row)
                 except Exception as exc:  # one detector on one rollout: a recorded row, never a crashed stage
                     hit, flag = error_hit(d.name, exc), DETECTOR_ERROR
                     if counts is not None:

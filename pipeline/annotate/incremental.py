@@ -29,7 +29,6 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -59,19 +58,18 @@ def _source(module: str) -> bytes:
         return f"{module}:{getattr(mod, '__version__', '')}".encode()
 
 
-def detector_fingerprints(detectors: Sequence[Detector], opts: Any) -> dict[str, str]:
+def detector_fingerprints(detectors: Sequence[Detector]) -> dict[str, str]:
     """Per detector: the SHA-256 of everything besides the group that decides its rows."""
     shared = hashlib.sha256()
     for m in SHARED_MODULES:
         shared.update(_source(m))
     for lib in LIBRARIES:
         shared.update(f"{lib}=={importlib.metadata.version(lib)}".encode())
-    knobs = opts.model_dump(mode="json")
     out = {}
     for d in detectors:
         h = shared.copy()
-        h.update(_source(d.detect.__module__))
-        own = {k: knobs.get(k) for k in d.Options.model_fields}
+        h.update(_source(type(d).__module__))
+        own = d.options.model_dump(mode="json")
         h.update(json.dumps([d.name, d.kind, d.where, d.scan, d.side, d.score_sql, d.evidence_sql, own],
                             sort_keys=True, default=str).encode())
         out[d.name] = h.hexdigest()

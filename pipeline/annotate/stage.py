@@ -118,12 +118,13 @@ def _copy(con: duckdb.DuckDBPyConnection, sql: str | None, target: Path, name: s
 def set_config(config: AnnotateConfig, set_name: str) -> AnnotateConfig:
     """The annotate config for one table set. A reformulated child's question keeps numbers its answer does
     not use (the parent's answer stated, a step rung asking for an intermediate), so the wrong-setup check of
-    ``unsupported_answer`` (``options.unsupported_setup``) is off outside the main set: on the main job's
+    ``unsupported_answer`` (``options.unsupported_answer.setup``) is off outside the main set: on the main job's
     full ladder it flagged 33.8 % of the children's rollouts, "8 + 6 = 14. The answer is 14." for gold 14
     among them (docs/reformulation.md)."""
     if set_name == "main":
         return config
-    return config.model_copy(update={"options": {**config.options, "unsupported_setup": False}})
+    own = {**config.options.get("unsupported_answer", {}), "setup": False}
+    return config.model_copy(update={"options": {**config.options, "unsupported_answer": own}})
 
 
 class AnnotateError(PassbandError):
@@ -143,7 +144,7 @@ def run(params: Params, *, root: Path = Path("."), set_name: str = "main", progr
             ann = prepare(con, config=set_config(params.annotate, set_name), verifier_id=vid, selection="_selection")
             flags_out = ts.dir("flags", root) / "part-0.parquet"
             # what the stored flags still hold (pipeline/annotate/incremental.py): None, all recomputed
-            det_fps = incremental.detector_fingerprints(ann.detectors, ann.opts)
+            det_fps = incremental.detector_fingerprints(ann.detectors)
             incremental.group_fingerprints(con, verifier_id=vid, rollouts_dir=ts.dir("rollouts", root))
             rerun = incremental.load_previous(con, flags_out, det_fps) if params.annotate.incremental else None
             hits_path = Path(tmp) / "hits.parquet"

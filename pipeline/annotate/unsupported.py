@@ -9,7 +9,7 @@ evaluated with exact rationals, after units, ``$``, thousands commas and LaTeX (
 2. no true statement of the working evaluates to the answer although the answer needs
    computing (it is not one of the question's numbers): ``Ben * 4 = 16`` is not arithmetic,
    and ``The answer is 16.`` alone is no working at all, or
-3. (``annotate.options.unsupported_setup``, on by default) the working never computes with some
+3. (``annotate.options.unsupported_answer.setup``, on by default) the working never computes with some
    number of the question: true arithmetic on the wrong quantities, ``19 + 20 = 39`` where the
    problem needs 4 * 10 + 19 - 20 ("the working never computes with 4, 10 of the question"). A
    step done in the head (``36 - 33 = 3`` for 21 + 15 - 33) counts as using 21 and 15.

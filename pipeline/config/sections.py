@@ -220,8 +220,9 @@ class AnnotateConfig(Model):
                                                                           "success TRL's GRPO amplifies by 2.47; "
                                                                           "docs/flags.md)")
     flags: list[Name] | None = Field(None, description="detectors to run (None: all registered)")
-    options: dict[str, Any] = Field(default_factory=dict,
-                                    description="the detectors' knobs (each declared in its file, docs/flags.md)")
+    options: dict[Name, dict[str, Any]] = Field(
+        default_factory=dict, description="per detector name, that detector's knobs (each declared in its file; "
+                                          "docs/flags.md)")
     memory_limit_mb: int = Field(512, ge=64, description="DuckDB's memory limit for the annotate queries (it spills past it)")
     incremental: bool = Field(True, description="keep the stored flags of the groups and detectors whose inputs, "
                                                 "code and knobs did not change (docs/stages.md#annotate); false: "

@@ -1,6 +1,6 @@
-"""Final-answer extractors: one signature, one registry, tried in the configured order.
+"""Final-answer extractors: one class shape (:class:`Extractor`), one registry, tried in the configured order.
 
-An extractor takes a completion and returns the final answer it finds (a string) or None.
+An extractor reads a completion and returns the final answer it finds (a string) or None.
 Markdown emphasis (``**47**``, ``**Final Answer:** 47``) is removed before any rule runs.
 The embedded model's few-shot style ends "... 3 + 5 = 8. The answer is 8." and MATH-style
 completions end "... so the answer is $\\boxed{\\frac{1}{2}}$"::
@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pipeline.config import ConfigError
 from pipeline.gold import GoldError, last_boxed
-from pipeline.plugins import Registry, origin_of
+from pipeline.plugins import Plugin, Registry, origin_of
 
-Extractor = Callable[[str], str | None]
 # the rules: one module each in pipeline/verify/extractors/ (found by a folder scan), and a user's own (a plugin
-# file calling register: docs/operations.md); listed in the order they were first written, a user's after them
+# file registering one: docs/operations.md); listed in the order they were first written, a user's after them.
+# The registry holds one instance of each rule (a rule has no knobs: what decides a verdict is in verifier_id).
 EXTRACTORS: Registry[Extractor] = Registry(
     "extractor", package="pipeline.verify.extractors",
     order=("boxed", "gsm8k", "answer_is", "is_the_answer", "prose_final", "last_number"))
@@ -52,36 +53,43 @@ class Extraction:
     policies: tuple[str, ...] = ()  # the verifier policies (pipeline/verify/policies.py) the extraction used
 
 
-# An extractor with a detailed form returns (answer, policies) and is registered for both calls.
-Detailed = Callable[[str], "tuple[str, tuple[str, ...]] | None"]
-_DETAILED: dict[str, Detailed] = {}
-# An extractor that can pass over a phrase as a question, a condition or a plan says whether it did (refused).
-Hedged = Callable[[str], bool]
-_HEDGED: dict[str, Hedged] = {}
+Found = tuple[str, tuple[str, ...]]  # an answer and the verifier policies its reading used
 
 
-def register(name: str) -> Callable[[Extractor], Extractor]:
-    """Decorator: register ``fn(completion) -> answer | None`` as the extractor ``name``."""
-    return EXTRACTORS.register(name=name)
+class Extractor(Plugin):
+    """Base class of a final-answer rule (the one plugin shape, :class:`pipeline.plugins.Plugin`): a ``name`` and one
+    method, ``read(completion)``, which returns the answer (a string), the answer with the verifier policies its
+    reading used (:data:`Found`), or None. A rule that can pass over an answer phrase (a question, a condition, a
+    plan, an answer the model then doubts) also says why it found none in ``passed_over`` (:func:`refused`). An
+    instance called on a completion returns the answer alone."""
+
+    def read(self, completion: str) -> str | Found | None:
+        raise NotImplementedError
+
+    def passed_over(self, completion: str) -> tuple[str, ...] | bool:
+        """Why no phrase answered: a policy tuple (``doubted_answer``), True (``hedged_phrase``) or False (none)."""
+        return False
+
+    def found(self, completion: str) -> Found | None:
+        got = self.read(completion)
+        if got is None or isinstance(got, tuple):
+            return got
+        return got, ()
+
+    def __call__(self, completion: str) -> str | None:
+        got = self.found(completion)
+        return got[0] if got is not None else None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
 
-def register_detailed(name: str, *, hedged: Hedged | None = None) -> Callable[[Detailed], Extractor]:
-    """Register an extractor that also names the policies it used: ``extract`` records them, the plain
-    :data:`Extractor` (``EXTRACTORS[name]``, and the decorated name) returns the answer alone. ``hedged``
-    (optional): whether the completion holds a phrase this rule passed over (:func:`refused`)."""
-    def deco(fn: Detailed) -> Extractor:
-        def plain(completion: str) -> str | None:
-            found = fn(completion)
-            return found[0] if found is not None else None
-
-        plain.__doc__, plain.__name__ = fn.__doc__, fn.__name__
-        EXTRACTORS.add(name, plain, origin=origin_of(fn))
-        _DETAILED[name] = fn
-        if hedged is not None:
-            _HEDGED[name] = hedged
-        return plain
-
-    return deco
+def register(cls: type[Extractor]) -> type[Extractor]:
+    """Class decorator: register one instance of the :class:`Extractor` subclass ``cls`` under its ``name``."""
+    if not (isinstance(cls, type) and issubclass(cls, Extractor)) or not isinstance(getattr(cls, "name", None), str):
+        raise ConfigError(f"extractor {cls!r}: an extractor is an Extractor subclass with a `name`")
+    EXTRACTORS.add(cls.name, cls(), origin=origin_of(cls))
+    return cls
 
 
 def get_extractor(name: str) -> Extractor:
@@ -318,15 +326,9 @@ def extract(completion: str, *, extractors: Sequence[str]) -> Extraction | None:
 
 def _extract(completion: str, extractors: Sequence[str]) -> Extraction | None:
     for name in extractors:
-        plain = get_extractor(name)  # the first read scans the rules' folder
-        if name in _DETAILED:
-            found = _DETAILED[name](completion)
-            if found is not None:
-                return Extraction(found[0], name, found[1])
-            continue
-        answer = plain(completion)
-        if answer is not None:
-            return Extraction(answer, name)
+        found = get_extractor(name).found(completion)  # the first read scans the rules' folder
+        if found is not None:
+            return Extraction(found[0], name, found[1])
     return None
 
 
@@ -336,11 +338,9 @@ def refused(completion: str, *, extractors: Sequence[str]) -> tuple[str, ...]:
     or a plan (the caller asks only when ``extract`` found none)."""
     completion = strip_emphasis(completion[-SEARCH_CHARS:])
     for name in extractors:
-        get_extractor(name)
-        if name in _HEDGED:
-            why = _HEDGED[name](completion)
-            if why:
-                return why if isinstance(why, tuple) else HEDGED
+        why = get_extractor(name).passed_over(completion)
+        if why:
+            return why if isinstance(why, tuple) else HEDGED
     return ()
 
 

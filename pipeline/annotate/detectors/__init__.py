@@ -1,19 +1,28 @@
 """The flag detectors: one file each in this folder, registered by name in :data:`DETECTORS`.
 
-A detector is a function decorated with :func:`register`, which takes everything the rest of passband reads about it:
-its ``kind`` (``risk``, ``shortcut`` or ``degeneracy``), the ``label`` of the labelled set it claims
-(docs/flags.md; None where no reading of one completion decides it), its knobs (``options``: a
-:class:`pipeline.config.Model` whose fields are keys of ``annotate.options``), a SQL predicate ``where`` over the
-``samples`` view (the cheap prefilter; it may use ``{opts.<knob>}``) and ``detect(row, opts) -> Hit | None``, the
-decision and its evidence. The first line of its docstring is its row in the docs and the catalog. A whole detector::
+A detector is a :class:`Detector` subclass (the one plugin shape: :class:`pipeline.plugins.Plugin`) registered with
+:func:`register`. Its class attributes are everything the rest of passband reads about it: ``name``, its ``kind``
+(``risk``, ``shortcut`` or ``degeneracy``), the ``label`` of the labelled set it claims (docs/flags.md; None where no
+reading of one completion decides it), its knobs (``Options``: a :class:`pipeline.config.Model`, set under
+``annotate.options.<name>``), a SQL predicate ``where`` over the ``samples`` view (the cheap prefilter; it may use
+``{opts.<knob>}``); its one method is ``detect(row) -> Hit | None``, the decision and its evidence, reading its knobs
+from ``self.options``. The first line of its docstring is its row in the docs and the catalog. A whole detector::
 
-    class Options(Model):
-        long_min_tokens: int = Field(500, gt=0, description="fire at or above this many tokens")
+    @register
+    class LongAnswer(Detector):
+        \"\"\"A completion of at least ``min_tokens`` tokens. Score: its tokens.\"\"\"
 
-    @register("long_answer", kind="degeneracy", options=Options, where="n_tokens >= {opts.long_min_tokens}")
-    def long_answer(row: dict, opts) -> Hit | None:
-        \"\"\"A completion of at least ``long_min_tokens`` tokens. Score: its tokens.\"\"\"
-        return Hit(float(row["n_tokens"]), f"{row['n_tokens']} tokens")
+        name = "long_answer"
+        kind = "degeneracy"
+        where = "n_tokens >= {opts.min_tokens}"
+
+        class Options(Model):
+            min_tokens: int = Field(500, gt=0, description="fire at or above this many tokens")
+
+        def detect(self, row: dict) -> Hit | None:
+            return Hit(float(row["n_tokens"]), f"{row['n_tokens']} tokens")
+
+and its knob in params.yaml: ``annotate: {options: {long_answer: {min_tokens: 800}}}``.
 
 Adding a detector is adding such a file here (or listing it in params.yaml's ``plugins``: docs/operations.md); the
 runner (:mod:`pipeline.annotate.flag_runner`) owns batching, counting and errors. ``score_sql``/``evidence_sql``
@@ -32,17 +41,16 @@ detector registers, naming the column and the side's columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cache
-from typing import Any
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel
 
 from pipeline.annotate.hit import Hit
 from pipeline.annotate.measured import measured
-from pipeline.config import ConfigError, Model, parse_options
-from pipeline.plugins import Registry, origin_of
+from pipeline.config import ConfigError, parse_options, unknown_name
+from pipeline.plugins import NoOptions, Plugin, Registry, origin_of
 from pipeline.sqltext import sql_literal
 
 KINDS = ("risk", "shortcut", "degeneracy")
@@ -63,40 +71,55 @@ _COLUMN_TYPES = {"sample_idx": "BIGINT", "n_tokens": "BIGINT", "steps": "BIGINT"
 MARKERS = r"(?:answer|\\boxed|\\fbox|####)"
 
 
-class NoOptions(Model):
-    pass
+class Detector(Plugin):
+    """Base class of a flag detector (the module's doc): class attributes, knobs, and ``detect``."""
 
-
-@dataclass(frozen=True)
-class Detector:
-    name: str
-    kind: str
-    where: str  # SQL predicate over `samples`; may use {opts.<field>}
-    detect: Callable[[dict, Any], Hit | None]
-    doc: str
+    kind: ClassVar[str]
+    where: ClassVar[str]  # SQL predicate over `samples`; may use {opts.<knob>}
     # optional: the same decision as SQL expressions over `samples`; then the runner lets DuckDB write the
     # hits (no row reaches Python) and `detect` is the reference the tests compare the SQL with
-    score_sql: str | None = None
-    evidence_sql: str | None = None
-    side: str = "rollouts"  # the side whose columns decide the candidates: "rollouts" or "verdicts"
-    scan: str | None = None  # a predicate over that side's columns only that `where` implies (default: `where`)
-    label: str | None = None  # the labelled set's label this flag claims (docs/flags.md); None: not measurable
-    Options: type[BaseModel] = NoOptions  # its knobs, keys of annotate.options
+    score_sql: ClassVar[str | None] = None
+    evidence_sql: ClassVar[str | None] = None
+    side: ClassVar[str] = "rollouts"  # the side whose columns decide the candidates: "rollouts" or "verdicts"
+    scan: ClassVar[str | None] = None  # a predicate over that side's columns only that `where` implies (default: `where`)
+    label: ClassVar[str | None] = None  # the labelled set's label this flag claims (docs/flags.md); None: not measurable
+    doc: ClassVar[str] = ""  # its docstring (set for each subclass)
+    summary: ClassVar[str] = ""  # the docstring's first line: its row in the docs, the catalog and the card
+    sql_only: ClassVar[bool] = False  # score_sql and evidence_sql both given: DuckDB writes its hits (set for each subclass)
 
-    @property
-    def sql_only(self) -> bool:
-        return self.score_sql is not None and self.evidence_sql is not None
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
+        cls.summary = cls.doc.splitlines()[0].replace("``", "") if cls.doc else ""
+        cls.sql_only = cls.score_sql is not None and cls.evidence_sql is not None
 
-    @property
-    def summary(self) -> str:
-        """The first line of its docstring: its row in the docs, the catalog and the card."""
-        return self.doc.splitlines()[0].replace("``", "") if self.doc else ""
+    def __init__(self, options: BaseModel | dict[str, Any] | None = None, *, where: str | None = None) -> None:
+        super().__init__(options, where=where or f"annotate.options.{self.name}")
 
-    def where_sql(self, opts: Any) -> str:
-        return self.where.format(opts=opts)
+    def detect(self, row: dict) -> Hit | None:
+        """The decision on one candidate row: a :class:`Hit` (score, evidence), or None."""
+        raise NotImplementedError
 
-    def scan_sql(self, opts: Any) -> str:
-        return (self.scan or self.where).format(opts=opts)
+    def _sql(self, text: str) -> str:
+        return text.format(opts=self.options)
+
+    def where_sql(self) -> str:
+        return self._sql(self.where)
+
+    def scan_sql(self) -> str:
+        return self._sql(self.scan or self.where)
+
+    def score_expr(self) -> str:
+        return self._sql(self.score_sql or "NULL")
+
+    def evidence_expr(self) -> str:
+        return self._sql(self.evidence_sql or "NULL")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # an instance is its class and its knobs (the pool ships it)
+        return (type(self), (self.options.model_dump(mode="json"),))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.options!r})"
 
 
 # The built-in detectors' order: the order of difficulty.flag_rates' entries and of every table of flags, as it was
@@ -104,40 +127,35 @@ class Detector:
 BUILTIN_ORDER = ("rare_success", "truncated", "answer_in_question", "computation_skip", "answer_repetition",
                  "repetition_loop", "multiple_answers", "answer_flip", "unsupported_answer")
 
-DETECTORS: Registry[Detector] = Registry("flag detector", package="pipeline.annotate.detectors", order=BUILTIN_ORDER)
+DETECTORS: Registry[type[Detector]] = Registry("flag detector", package="pipeline.annotate.detectors", order=BUILTIN_ORDER)
 
 
-def register(name: str, *, kind: str, where: str, label: str | None = None, options: type[BaseModel] = NoOptions,
-             score_sql: str | None = None, evidence_sql: str | None = None, side: str = "rollouts",
-             scan: str | None = None) -> Callable:
-    """Decorator: register ``detect(row, opts) -> Hit | None`` as the detector ``name`` (see the module's doc)."""
-    if kind not in KINDS:
-        raise ConfigError(f"flag detector {name!r}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
-    if side not in SIDE_COLUMNS:
-        raise ConfigError(f"flag detector {name!r}: unknown side {side!r}; known: {', '.join(SIDE_COLUMNS)}")
-
-    def deco(fn: Callable[[dict, Any], Hit | None]) -> Callable:
-        det = Detector(name, kind, where, fn, (fn.__doc__ or "").strip(), score_sql, evidence_sql, side, scan, label,
-                       options)
-        check_columns(det)
-        DETECTORS.add(name, det, origin=origin_of(fn))
-        return fn
-
-    return deco
+def register(cls: type[Detector]) -> type[Detector]:
+    """Class decorator: check ``cls`` (its kind, side, and the columns its predicates name) and register it."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not (isinstance(cls, type) and issubclass(cls, Detector)):
+        raise ConfigError(f"flag detector {cls!r}: a detector is a Detector subclass with a `name`")
+    if cls.kind not in KINDS:
+        raise ConfigError(f"flag detector {name!r}: unknown kind {cls.kind!r}; known: {', '.join(KINDS)}")
+    if cls.side not in SIDE_COLUMNS:
+        raise ConfigError(f"flag detector {name!r}: unknown side {cls.side!r}; known: {', '.join(SIDE_COLUMNS)}")
+    check_columns(cls)
+    DETECTORS.add(name, cls, origin=origin_of(cls))
+    return cls
 
 
-def check_columns(det: Detector) -> None:
+def check_columns(cls: type[Detector]) -> None:
     """A :class:`ConfigError` when the detector's scan predicate names a column its side does not have, or its
     ``where`` one no side has (bound by DuckDB over empty relations of those columns, its knobs at their defaults)."""
     import duckdb
 
     try:
-        opts = det.Options()
-    except ValueError:  # a knob without a default: nothing to format the predicates with here
+        det = cls()
+    except ConfigError:  # a knob without a default: nothing to format the predicates with here
         return
     both = tuple(dict.fromkeys(c for cols in SIDE_COLUMNS.values() for c in cols))
-    for what, pred, cols in (("scan" if det.scan else "where", det.scan_sql(opts), SIDE_COLUMNS[det.side]),
-                             ("where", det.where_sql(opts), both)):
+    for what, pred, cols in (("scan" if det.scan else "where", det.scan_sql(), SIDE_COLUMNS[det.side]),
+                             ("where", det.where_sql(), both)):
         rel = ", ".join(f"NULL::{_COLUMN_TYPES.get(c, 'VARCHAR')} AS {c}" for c in cols)
         con = duckdb.connect()
         try:
@@ -154,40 +172,28 @@ def check_columns(det: Detector) -> None:
             con.close()
 
 
-def get_detectors(names: Sequence[str] | None) -> list[Detector]:
-    if names is None:
-        return list(DETECTORS.values())
-    return [DETECTORS.lookup(name) for name in names]
+def get_detectors(names: Sequence[str] | None, options: Mapping[str, Any] | None = None) -> list[Detector]:
+    """The detectors ``names`` (None: every registered one), each built with its knobs from ``options``
+    (``annotate.options``: detector name -> its knobs; :func:`check_options` first)."""
+    options = check_options(options or {})
+    chosen = list(DETECTORS) if names is None else list(names)
+    return [DETECTORS.lookup(name)(options.get(name), where=f"annotate.options.{name}") for name in chosen]
 
 
-def flag_options_model() -> type[BaseModel]:
-    """``annotate.options``' model: every registered detector's knobs in one flat model (a knob's name is its own:
-    two detectors declaring one name with different types is an error naming both)."""
-    return _merged(tuple((d.name, d.Options) for d in DETECTORS.values()))
-
-
-@cache
-def _merged(options: tuple[tuple[str, type[BaseModel]], ...]) -> type[BaseModel]:
-    fields: dict[str, tuple[Any, Any]] = {}
-    owner: dict[str, str] = {}
-    for name, model in options:
-        for key, info in model.model_fields.items():
-            if key in fields:
-                if (fields[key][0], fields[key][1].default) != (info.annotation, info.default):
-                    raise ConfigError(f"flag detectors {owner[key]!r} and {name!r} both declare the knob {key!r}, "
-                                      "differently")
-                continue
-            fields[key], owner[key] = (info.annotation, info), name
-    return create_model("FlagOptions", __base__=Model, **fields)
-
-
-def flag_options(options: dict[str, Any], *, where: str = "annotate.options") -> Any:
-    """The detectors' knobs from ``options`` (``annotate.options`` plus the keys the stage adds), validated."""
-    return parse_options(flag_options_model(), options, where=where)
-
-
-def default_flag_options() -> Any:
-    return flag_options_model()()
+def check_options(options: Mapping[str, Any], *, where: str = "annotate.options") -> dict[str, Any]:
+    """``annotate.options`` checked: each key a registered detector's name (else the close names), each value a
+    mapping its ``Options`` validates (an unknown knob: the close ones). Returns name -> its validated knobs."""
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of detector name -> its knobs, got {type(options).__name__}")
+    out: dict[str, Any] = {}
+    for name, knobs in options.items():
+        if name not in DETECTORS:
+            raise ConfigError(f"{where}: {unknown_name('flag detector', name, DETECTORS)}")
+        cls = DETECTORS[name]
+        if knobs is not None and not isinstance(knobs, Mapping):
+            raise ConfigError(f"{where}.{name}: expected a mapping of knobs, got {type(knobs).__name__}")
+        out[name] = parse_options(cls.Options, dict(knobs or {}), where=f"{where}.{name}")
+    return out
 
 
 def flag_kinds_sql() -> str:
@@ -217,5 +223,4 @@ def labels() -> dict[str, str]:
 
 
 __all__ = ["BUILTIN_ORDER", "DETECTORS", "KINDS", "MARKERS", "SIDE_COLUMNS", "Detector", "Hit", "NoOptions",
-           "default_flag_options", "flag_kinds_sql", "flag_options", "flag_options_model", "get_detectors", "labels",
-           "names_of_kind", "register"]
+           "check_options", "flag_kinds_sql", "get_detectors", "labels", "names_of_kind", "register"]

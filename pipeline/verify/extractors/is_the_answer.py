@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import re
 
-from pipeline.verify.extract import HEDGED, Read, clean_answer, conditional_before, register_detailed, until_sentence_end
+from pipeline.verify.extract import (
+    HEDGED,
+    Extractor,
+    Found,
+    Read,
+    clean_answer,
+    conditional_before,
+    register,
+    until_sentence_end,
+)
 
 # "... is the answer": the phrase alone (a whitespace run is entered only at its start), the token found by a walk back
 _IS_THE_ANSWER = re.compile(r"(?i)(?<!\s)\s++is\s++the\s++(?P<adj>final\s++|correct\s++|right\s++)?answer\b")
@@ -82,14 +91,17 @@ def _read_is_the_answer(completion: str) -> Read:
     return clean_answer(token), ("right_answer",) if adj in ("right", "correct") else ()
 
 
-def hedged(completion: str) -> bool:
-    """Whether the last "... is the answer" phrase was passed over as a question or a condition."""
-    return _read_is_the_answer(completion) == (None, HEDGED)
-
-
-@register_detailed("is_the_answer", hedged=hedged)
-def is_the_answer(completion: str) -> tuple[str, tuple[str, ...]] | None:
+@register
+class IsTheAnswer(Extractor):
     """The token before the last "is the answer" ("So, 1708 is the answer.", "$1250 is the right answer."); none
     when that phrase is a question ("so 5 is the answer?") or a condition ("if 5 is the answer, ...")."""
-    answer, used = _read_is_the_answer(completion)
-    return (answer, used) if answer is not None else None
+
+    name = "is_the_answer"
+
+    def read(self, completion: str) -> Found | None:
+        answer, used = _read_is_the_answer(completion)
+        return (answer, used) if answer is not None else None
+
+    def passed_over(self, completion: str) -> bool:
+        """Whether the last "... is the answer" phrase was passed over as a question or a condition."""
+        return _read_is_the_answer(completion) == (None, HEDGED)

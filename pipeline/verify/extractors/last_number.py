@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pipeline.numbers import ANYWHERE
-from pipeline.verify.extract import register
+from pipeline.verify.extract import Extractor, register
 
 
-@register("last_number")
-def last_number(completion: str) -> str | None:
+@register
+class LastNumber(Extractor):
     """The last number in the text (lenient: any number the model wrote last). Not in the default list."""
-    nums = ANYWHERE.findall(completion)
-    return nums[-1] if nums else None
+
+    name = "last_number"
+
+    def read(self, completion: str) -> str | None:
+        nums = ANYWHERE.findall(completion)
+        return nums[-1] if nums else None

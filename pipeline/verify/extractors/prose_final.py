@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from pipeline import numbers
-from pipeline.verify.extract import ANSWER_SPAN_CHARS, CONDITIONAL, conditional_before, register
+from pipeline.verify.extract import ANSWER_SPAN_CHARS, CONDITIONAL, Extractor, conditional_before, register
 
 # prose_final: the last sentence's value, when the sentence concludes ("So", "Therefore", ...) or states it ("is",
 # "=", "comes to", ...), is no question, condition or plan, and ends on the value (a few unit words may follow)
@@ -33,28 +33,32 @@ def _last_sentence(text: str) -> str:
     return re.split(r"(?<=[.!?])\s+", lines[-1].strip())[-1]
 
 
-@register("prose_final")
-def prose_final(completion: str) -> str | None:
+@register
+class ProseFinal(Extractor):
     """The value the last sentence states ("Therefore, the total comes to 18 dollars." -> 18), for models that
     answer in prose (not in the default list). The sentence must conclude ("So", "Therefore", ...) or state
     ("is", "=", "comes to", "makes", ...), must not be a question, a condition or a plan, and must end on its
     value (up to six unit words after it, none a relation such as "than" or "of")."""
-    sentence = _last_sentence(completion)
-    if not sentence or sentence.endswith("?") or _PLAN.search(sentence):
-        return None
-    cond = CONDITIONAL.search(sentence)
-    if cond and re.search(r"(?i)\b(?:answer|result)\b", sentence[cond.end():]):  # a supposition about the answer
-        return None
-    sentence = sentence.rstrip(".!").rstrip()
-    values = list(_PROSE_VALUE.finditer(sentence))
-    if not values:
-        return None
-    value = values[-1]
-    head, tail = sentence[:value.start()], sentence[value.end():].split()
-    before = set() if head.rstrip().endswith("=") else {w.lower().strip(",") for w in head.split()[-2:]}
-    if (before & _RELATION_BEFORE or conditional_before(sentence, value.start()) or len(tail) > _MAX_TAIL_WORDS
-            or any(not _UNIT_WORD.fullmatch(w) or w.lower() in _RELATION_AFTER for w in tail)):
-        return None
-    if not (_CONCLUSION.search(sentence) or _STATES.search(head)):
-        return None
-    return value.group().strip() or None
+
+    name = "prose_final"
+
+    def read(self, completion: str) -> str | None:
+        sentence = _last_sentence(completion)
+        if not sentence or sentence.endswith("?") or _PLAN.search(sentence):
+            return None
+        cond = CONDITIONAL.search(sentence)
+        if cond and re.search(r"(?i)\b(?:answer|result)\b", sentence[cond.end():]):  # a supposition about the answer
+            return None
+        sentence = sentence.rstrip(".!").rstrip()
+        values = list(_PROSE_VALUE.finditer(sentence))
+        if not values:
+            return None
+        value = values[-1]
+        head, tail = sentence[:value.start()], sentence[value.end():].split()
+        before = set() if head.rstrip().endswith("=") else {w.lower().strip(",") for w in head.split()[-2:]}
+        if (before & _RELATION_BEFORE or conditional_before(sentence, value.start()) or len(tail) > _MAX_TAIL_WORDS
+                or any(not _UNIT_WORD.fullmatch(w) or w.lower() in _RELATION_AFTER for w in tail)):
+            return None
+        if not (_CONCLUSION.search(sentence) or _STATES.search(head)):
+            return None
+        return value.group().strip() or None
