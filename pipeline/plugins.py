@@ -280,9 +280,14 @@ def _ship_dir() -> Path:
 
 def shipped_plugins() -> list[ShippedPlugin]:
     """What :func:`load_plugins` loaded in this process, in load order, as :func:`load_shipped` takes it in another:
-    a file's name and the text it was loaded from, a module's name."""
+    a ``.py`` file's name and the text it was loaded from, a module's name. The ``.yaml`` plugins stay here: they are
+    data the stage's own process reads (a source preset at ingest, a prompt template rendered before a request reaches
+    an engine), and their loaders live in modules another process's work never imports (a Ray replica, a verify task,
+    a detector worker refused them: "must hold exactly one of the keys")."""
     out: list[ShippedPlugin] = []
     for key, spec in _LOADED.items():
+        if key in _TEXT and Path(key).suffix not in (".py",):
+            continue
         if key in _TEXT:
             out.append((spec, Path(key).name, _TEXT[key]))
         else:

@@ -11,8 +11,8 @@ Workers are started with ``spawn`` (the stage holds DuckDB's threads: a ``fork``
 of them) as direct children of the stage process, and each asks the kernel for SIGKILL when the stage exits
 (``PR_SET_PDEATHSIG``, checked against a parent that died before it asked), so a ``kill -9`` of the stage or the
 OOM killer taking it leaves no worker computing. The user's plugins (params.yaml's ``plugins``: files and modules)
-are shipped to each worker and loaded there first (the Python ones: a YAML plugin is a preset or a prompt, which
-no detector reads) (:func:`pipeline.plugins.load_shipped`, as the Ray engine and
+are shipped to each worker and loaded there first (the Python ones: :func:`pipeline.plugins.shipped_plugins`;
+:func:`pipeline.plugins.load_shipped`, as the Ray engine and
 the verify pool's Ray workers do): a detector defined in a plugin file reaches the worker by name, looked up in the
 registry its file filled there (its module's name is the file's path, which pickling cannot follow); every other
 detector is pickled. The knobs go as a dict, validated again there against the same registry.
@@ -90,7 +90,7 @@ def pooled_detectors(batches: Iterator[pa.RecordBatch], detectors: Sequence[Dete
         return
     ex = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init,
                              initargs=(os.getpid(), _shipped(detectors),
-                                       [p for p in shipped_plugins() if not p[1].endswith((".yaml", ".yml"))]))
+                                       shipped_plugins()))
     pending: deque[Future] = deque()
 
     def done(future: Future) -> list[pa.RecordBatch]:

@@ -101,7 +101,7 @@ class _Replica:
         # before vLLM is imported; this replica's own value even where the worker inherited the
         # driver's (an in-process vllm engine in the driver sets VLLM_CPU_OMP_THREADS_BIND to every core)
         os.environ.update(env)
-        load_shipped(plugins)  # the user's plugins (an engine or a prompt template in a file), as the driver has them
+        load_shipped(plugins)  # the user's Python plugins (an engine in a file), as the driver has them
 
         self.engine = create_engine(engine, model, options, root=Path(root))
         self.startup_s = self.engine.start()
