@@ -30,7 +30,7 @@ def one(bind: str, prompts: int, samples: int) -> None:
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
     sys.path.insert(0, str(REPO))
     from pipeline.config import SamplingConfig
-    from pipeline.engines.registry import ModelSpec, Prompt, Request, create_engine
+    from pipeline.engines import ModelSpec, Prompt, Request, create_engine
     from pipeline.model import convert_gguf, find_embedded_gguf, read_manifest
     from pipeline.rollout.policy import EMBEDDED_DIR
     from pipeline.rollout.prompts import load_template, render

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from pipeline.engines.vllm_env import configure_cpu_env  # noqa: E402
+from pipeline.engine_support.vllm_env import configure_cpu_env  # noqa: E402
 from pipeline.model import convert_gguf, find_embedded_gguf  # noqa: E402
 
 DEFAULT_MODEL_DIR = REPO / "data" / "models" / "smollm2-135m-instruct"

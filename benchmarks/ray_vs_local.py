@@ -45,7 +45,7 @@ def main() -> int:
     os.environ.setdefault("PYTHONPATH", str(REPO))  # the local Ray's workers import pipeline from here
 
     from pipeline.config import load_params
-    from pipeline.engines.registry import Request, create_engine
+    from pipeline.engines import Request, create_engine
     from pipeline.ingest.synthetic import SyntheticOptions, generate
     from pipeline.keys import problem_id
     from pipeline.model import convert_gguf, find_embedded_gguf

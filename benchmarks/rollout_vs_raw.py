@@ -44,7 +44,7 @@ def main() -> int:
     import pyarrow as pa
 
     from pipeline.config import load_params
-    from pipeline.engines.registry import create_engine
+    from pipeline.engines import create_engine
     from pipeline.ingest.synthetic import SyntheticOptions, generate
     from pipeline.io import write_table
     from pipeline.keys import problem_id

@@ -204,7 +204,7 @@ def text_zstd_bytes(rollouts: Path) -> tuple[int, int]:
 
 def request_bodies(job: Path, path: Path) -> int:
     """The rollout stage's request bodies (same prompts, seeds, sampling) as JSONL: what a plain client sends."""
-    from pipeline.engines.registry import create_engine
+    from pipeline.engines import create_engine
     from pipeline.io import read_table
     from pipeline.params_loader import load_params
     from pipeline.rollout.core import plan, requests_for

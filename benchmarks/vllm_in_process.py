@@ -25,7 +25,7 @@ FEWSHOT = ("Q: What is 12 + 7?\nA: 12 + 7 = 19. The answer is 19.\n\nQ: What is 
 def child(in_process: bool, prompts: int, n: int, max_tokens: int) -> None:
     sys.path.insert(0, str(REPO))
     from pipeline.config import SamplingConfig
-    from pipeline.engines.registry import ModelSpec, Prompt, Request, create_engine
+    from pipeline.engines import ModelSpec, Prompt, Request, create_engine
     from pipeline.model import read_manifest
 
     model_dir = REPO / "data/models/smollm2-135m-instruct"

@@ -10,6 +10,11 @@ class PassbandError(Exception):
     """An error the user can fix: bad input, bad config, missing file. The CLI prints it in one line."""
 
 
+class EngineError(PassbandError):
+    """An engine failed to start or to generate (the message names the request). Here, below the engines and what
+    they run on (pipeline/engine_support), so both raise it; :mod:`pipeline.engines` exports it."""
+
+
 class MissingExtra(PassbandError, ImportError):
     """A part of passband that needs an optional extra (pyproject's ``[project.optional-dependencies]``) which is not
     installed; an ImportError too, so code that probes for optional parts by importing them sees it as absent."""

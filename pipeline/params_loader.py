@@ -22,7 +22,7 @@ from pipeline import config
 from pipeline.annotate.core import flag_options
 from pipeline.annotate.detectors import DETECTORS
 from pipeline.config import ConfigError, Params, parse_options, unknown_name
-from pipeline.engines.registry import ENGINES
+from pipeline.engines import ENGINES
 from pipeline.ingest.presets import PRESETS
 from pipeline.ingest.sources import SOURCES
 from pipeline.plugins import load_plugins

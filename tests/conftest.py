@@ -108,7 +108,7 @@ def embedded_model_dir() -> Path:
 @pytest.fixture(scope="session")
 def vllm_engine(embedded_model_dir):
     """A started `vllm` engine on the embedded model, shared by every test of the session."""
-    from pipeline.engines.registry import ModelSpec, create_engine
+    from pipeline.engines import ModelSpec, create_engine
     from pipeline.model import read_manifest
 
     m = read_manifest(embedded_model_dir)

@@ -120,7 +120,7 @@ def test_params_yaml_sets_no_pluggable_option_to_its_default():
     """The same for the options each engine, reformulation method and the flag detectors validate themselves."""
     import pipeline.reformulate  # noqa: F401  (registers the methods)
     from pipeline.annotate.detectors import DETECTORS
-    from pipeline.engines.registry import get_engine
+    from pipeline.engines import get_engine
     from pipeline.reformulate.registry import get_method
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())

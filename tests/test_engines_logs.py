@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.engines.vllm_env import configure_logging, logging_config, output_to
+from pipeline.engine_support.vllm_env import configure_logging, logging_config, output_to
 
 
 def test_output_to_catches_a_child_process_and_restores_the_terminal(tmp_path, capfd):
@@ -111,7 +111,7 @@ def test_an_engine_that_fails_to_start_prints_its_cause(tmp_path, monkeypatch, c
     """vllm.LLM stands in for an engine whose worker prints the cause and dies: the error names it and the log."""
     import types
 
-    from pipeline.engines.registry import EngineError, ModelSpec
+    from pipeline.engines import EngineError, ModelSpec
     from pipeline.engines.vllm_engine import VLLMEngine
 
     class LLM:

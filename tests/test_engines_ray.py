@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from pipeline.config import load_params
+from pipeline.engines import EngineError, ModelSpec, Prompt, Request, create_engine
 from pipeline.engines.ray_engine import cpu_bind
-from pipeline.engines.registry import EngineError, ModelSpec, Prompt, Request, create_engine
 from pipeline.errors import PassbandError
 from pipeline.io import read_table, write_table
 from pipeline.keys import problem_id
@@ -66,7 +66,7 @@ def test_fake_replicas_match_the_in_process_engine():
 
 ECHO = '''\
 """An engine that answers its seed: a throwaway plugin."""
-from pipeline.engines.registry import ENGINES, Engine, Sample
+from pipeline.engines import ENGINES, Engine, Sample
 
 
 @ENGINES.register
@@ -83,7 +83,7 @@ class SeedEcho(Engine):
 def test_a_plugin_engine_reaches_the_replicas_from_its_text_not_its_file(tmp_path):
     """Each replica is a fresh Ray worker (on a node that may not hold params.yaml's folder): the plugin's text
     travels with it, so the file removed after the driver loaded it still makes every sample there."""
-    from pipeline.engines.registry import ENGINES
+    from pipeline.engines import ENGINES
     from pipeline.plugins import load_plugins
 
     (tmp_path / "seed_echo.py").write_text(ECHO)

@@ -140,7 +140,7 @@ def test_watchdog_turns_a_dead_worker_into_an_error_even_in_a_blocking_wait():
     import queue
     import threading
 
-    from pipeline.engines.watchdog import EngineDied, dies_with
+    from pipeline.engine_support.watchdog import EngineDied, dies_with
 
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     threading.Timer(0.3, worker.kill).start()

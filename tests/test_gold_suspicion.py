@@ -11,8 +11,8 @@ import pytest
 from pipeline.annotate.core import annotate_tables
 from pipeline.annotate.gold_suspicion import MIN_FIT, GoldModel, posterior
 from pipeline.config import AnnotateConfig
+from pipeline.engines import Prompt
 from pipeline.engines.fake import fake_completion
-from pipeline.engines.registry import Prompt
 from pipeline.keys import problem_id
 from pipeline.schema import schema
 

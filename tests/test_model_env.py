@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.engines.vllm_env import configure_cpu_env, cpu_ranges
+from pipeline.engine_support.vllm_env import configure_cpu_env, cpu_ranges
 from pipeline.model import (
     MANIFEST_NAME,
     MODEL_ID,

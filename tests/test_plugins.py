@@ -31,7 +31,7 @@ from pipeline.annotate.flag_runner import SAMPLE_COLUMNS, candidate_sql, sql_hit
 from pipeline.annotate.quality import LABELS
 from pipeline.cli import cli
 from pipeline.config import ConfigError, SamplingConfig
-from pipeline.engines.registry import ENGINES, FINISH_REASONS, Engine, ModelSpec, Prompt, Request, create_engine
+from pipeline.engines import ENGINES, FINISH_REASONS, Engine, ModelSpec, Prompt, Request, create_engine
 from pipeline.ingest.presets import PRESETS, PRESETS_DIR
 from pipeline.ingest.sources import PROBLEM_FIELDS, SOURCES
 from pipeline.io import read_table
@@ -224,7 +224,7 @@ template: "Q: {question}\\nA:"
 ENGINE = '''\
 """An engine that always answers 5: a throwaway plugin."""
 from pipeline.config import Model
-from pipeline.engines.registry import ENGINES, Engine, Sample
+from pipeline.engines import ENGINES, Engine, Sample
 
 
 class EchoOptions(Model):

@@ -375,7 +375,7 @@ def seed_main_set(root: Path, params) -> dict[str, str]:
 
 def test_run_writes_the_reformulated_set_and_caches_generations(tmp_path):
     from pipeline.config import load_params
-    from pipeline.engines.registry import create_engine
+    from pipeline.engines import create_engine
     from pipeline.reformulate.stage import ladder_dir
 
     params = load_params(write_params(tmp_path, options={"llm_backward": {"writer": "fake"}}))

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.arith import NotArithmetic, chain, expand_step, step_value
 from pipeline.config import BandsConfig, SamplingConfig, VerifyConfig
-from pipeline.engines.registry import Sample
+from pipeline.engines import Sample
 from pipeline.gold import gsm8k_gold
 from pipeline.ingest.synthetic import SyntheticOptions, generate
 from pipeline.keys import problem_id

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from pipeline.config import ConfigError, PolicyConfig
+from pipeline.engines import ModelSpec, Request, create_engine
 from pipeline.engines.fake import FakeEngine
-from pipeline.engines.registry import ModelSpec, Request, create_engine
 from pipeline.rollout.chat_template import load_tokenizer, template_variables
 from pipeline.rollout.policy import make_policy, policies_table
 from pipeline.rollout.prompts import load_template, render

@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 from pipeline.config import ConfigError, PolicyConfig, SamplingConfig
+from pipeline.engines import Engine, EngineError, ModelSpec, Prompt, Request, Sample, create_engine, get_engine
 from pipeline.engines.fake import FakeEngine, fake_completion
-from pipeline.engines.registry import Engine, EngineError, ModelSpec, Prompt, Request, Sample, create_engine, get_engine
 from pipeline.keys import problem_id, sample_seed
 from pipeline.rollout.core import existing_keys, plan, rollout, select_problems, shard_name
 from pipeline.rollout.policy import check_distinct, make_policy, policies_table

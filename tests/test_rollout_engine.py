@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from pipeline.config import PolicyConfig, load_params
-from pipeline.engines.registry import ModelSpec, Prompt, Request, create_engine
-from pipeline.engines.vllm_env import configure_cpu_env
+from pipeline.engine_support.vllm_env import configure_cpu_env
+from pipeline.engines import ModelSpec, Prompt, Request, create_engine
 from pipeline.io import read_table, write_table
 from pipeline.keys import problem_id
 from pipeline.model import read_manifest

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from pipeline.config import SamplingConfig
-from pipeline.engines.registry import EngineError, ModelSpec, Prompt, Request, create_engine
+from pipeline.engines import EngineError, ModelSpec, Prompt, Request, create_engine
 
 pytestmark = pytest.mark.slow  # not in the inner loop (README: Tests)
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.config import load_params
-from pipeline.engines.registry import create_engine
+from pipeline.engines import create_engine
 from pipeline.io import read_table, shard_paths, write_table
 from pipeline.keys import problem_id
 from pipeline.rollout import run

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.engines.registry import ENGINES, Engine, EngineError, Prompt, Request, Sample
+from pipeline.engines import ENGINES, Engine, EngineError, Prompt, Request, Sample
 
 _QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\?|reads: \"(\d+) ([-+*]) (\d+) = x\.\"")
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.engines.registry import ENGINES, Engine, EngineError, Request, Sample
+from pipeline.engines import ENGINES, Engine, EngineError, Request, Sample
 
 if TYPE_CHECKING:  # the HTTP clients are imported where a request is made: the folder scan that finds the engines stays cheap
     import aiohttp

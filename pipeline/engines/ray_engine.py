@@ -46,8 +46,8 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from pipeline.config import Model
-from pipeline.engines.registry import ENGINES, Engine, EngineError, ModelSpec, Request, Sample, create_engine, get_engine
-from pipeline.engines.vllm_env import allowed_cores, cpu_ranges
+from pipeline.engine_support.vllm_env import allowed_cores, cpu_ranges
+from pipeline.engines import ENGINES, Engine, EngineError, ModelSpec, Request, Sample, create_engine, get_engine
 from pipeline.errors import PassbandError
 from pipeline.plugins import ShippedPlugin, load_shipped, shipped_plugins
 

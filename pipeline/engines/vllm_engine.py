@@ -28,9 +28,9 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.engines import watchdog
-from pipeline.engines.registry import ENGINES, Engine, EngineError, Request, Sample
-from pipeline.engines.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env, configure_logging, output_to, verbose
+from pipeline.engine_support import watchdog
+from pipeline.engine_support.vllm_env import DEFAULT_KV_CACHE_GIB, configure_cpu_env, configure_logging, output_to, verbose
+from pipeline.engines import ENGINES, Engine, EngineError, Request, Sample
 
 
 class VLLMOptions(Model):

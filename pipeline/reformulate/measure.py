@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.config import BandsConfig, VerifyConfig
-from pipeline.engines.registry import Request
+from pipeline.engines import Request
 from pipeline.errors import PassbandError
 from pipeline.io import atomic_write_text
 from pipeline.keys import canonical_json, digest, sample_seed

@@ -26,9 +26,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from pipeline.config import ConfigError, Model, parse_options
+from pipeline.config import ConfigError, parse_options
 from pipeline.keys import canonical_json, digest
-from pipeline.plugins import Registry
+from pipeline.plugins import NoOptions, Registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +68,6 @@ Rung = tuple[str, Outcome]  # (label, what the method made for that rung)
 
 # prompts in, one completion per prompt out (the engine behind llm_backward)
 Generate = Callable[[list[str]], list[str]]
-
-
-class NoOptions(Model):
-    pass
 
 
 class Reformulator:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import ConfigError, Params, SamplingConfig
-from pipeline.engines.registry import Prompt, Request, create_engine
+from pipeline.engines import Prompt, Request, create_engine
 from pipeline.io import atomic_write_text, read_table, replace_dir, write_metrics
 from pipeline.keys import digest, sample_seed
 from pipeline.reformulate.core import STAGE_REASONS, ReformulateResult, reformulate, select_parents

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.config import AdaptiveBudget, BandsConfig, RolloutConfig
-from pipeline.engines.registry import EngineError
+from pipeline.engines import EngineError
 from pipeline.rollout.budget import StoppingRule, prior_counts
 
 Outcomes = dict[str, dict[int, bool]]  # problem_id -> sample_idx -> correct

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import ConfigError
-from pipeline.engines.registry import Prompt
+from pipeline.engines import Prompt
 from pipeline.keys import digest
 from pipeline.rollout.prompts import PLACEHOLDER, PromptTemplate, render
 

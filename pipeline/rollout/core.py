@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from pipeline import keys
 from pipeline.config import RolloutConfig, field_default
-from pipeline.engines.registry import FINISH_REASONS, Engine, EngineError, Request, Sample
+from pipeline.engines import FINISH_REASONS, Engine, EngineError, Request, Sample
 from pipeline.rollout.policy import Policy
 from pipeline.schema import schema
 

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline import keys
-from pipeline.engines.registry import ModelSpec
+from pipeline.engines import ModelSpec
 from pipeline.rollout.core import Key, Work, plan
 from pipeline.rollout.policy import Policy
 

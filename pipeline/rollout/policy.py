@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from pipeline import keys
 from pipeline.config import ConfigError, DumpConfig, PolicyConfig, SamplingConfig
-from pipeline.engines.registry import ModelSpec, Prompt
+from pipeline.engines import ModelSpec, Prompt
 from pipeline.model import read_manifest
 from pipeline.rollout.chat_template import ChatTemplateRenderer, load_tokenizer
 from pipeline.rollout.layout import get_layout

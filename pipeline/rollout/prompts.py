@@ -28,7 +28,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.config import NAME_PATTERN, ConfigError, Model, Name, format_error, unknown_name
-from pipeline.engines.registry import Prompt
+from pipeline.engines import Prompt
 from pipeline.keys import canonical_json, digest
 from pipeline.plugins import YAML_LOADERS, Registry
 

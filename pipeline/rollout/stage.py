@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.config import ConfigError, Params
-from pipeline.engines.registry import Engine, Sample, create_engine
+from pipeline.engines import Engine, Sample, create_engine
 from pipeline.io import claim_table_dir, read_table, write_metrics, write_table
 from pipeline.locks import hold_folder
 from pipeline.rollout.adaptive import Outcomes, adaptive_rounds, add_outcomes, counts

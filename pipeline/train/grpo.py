@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.config import Model
-from pipeline.engines.vllm_env import verbose
+from pipeline.engine_support.vllm_env import verbose
 from pipeline.ownership import check_target, checkpoint_proof, remove_tree
 from pipeline.rewards import trl_reward
 

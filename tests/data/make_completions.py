@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from pipeline.engines.vllm_env import configure_cpu_env  # noqa: E402
+from pipeline.engine_support.vllm_env import configure_cpu_env  # noqa: E402
 
 FEWSHOT = (
     "Q: What is 2 + 3?\nA: 2 + 3 = 5. The answer is 5.\n\n"

@@ -14,7 +14,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
-from pipeline.engines.registry import EngineError
+from pipeline.errors import EngineError
 
 
 class EngineDied(EngineError):
