@@ -57,6 +57,8 @@ def check_names(params: Params, *, origin: str = "params") -> Params:
             if v not in known:
                 raise ConfigError(f"{origin}: {key}: {unknown_name(what, v, known)}")
     try:
+        for src in params.ingest.sources:
+            parse_options(SOURCES[src.kind].Options, src.options, where=f"ingest.sources.{src.name}.options")
         for name, options in params.rollout.engine_options.items():
             parse_options(ENGINES[name].Options, options, where=f"rollout.engine_options.{name}")
         for name, pol in params.policies.items():

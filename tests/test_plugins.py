@@ -33,7 +33,7 @@ from pipeline.cli import cli
 from pipeline.config import ConfigError, SamplingConfig
 from pipeline.engines import ENGINES, FINISH_REASONS, Engine, ModelSpec, Prompt, Request, create_engine
 from pipeline.ingest.presets import PRESETS, PRESETS_DIR
-from pipeline.ingest.sources import PROBLEM_FIELDS, SOURCES
+from pipeline.ingest.sources import PROBLEM_FIELDS, SOURCES, Source
 from pipeline.io import read_table
 from pipeline.params_loader import load_params
 from pipeline.plugins import Registry
@@ -147,6 +147,41 @@ def test_every_detector_conforms(name):
         con.sql(sql_hits_sql([d], source="cand")).fetchall()
     hit = d.detect(dict(NEUTRAL))
     assert hit is None or (isinstance(hit, Hit) and isinstance(hit.evidence, str) and hit.evidence)
+
+
+@pytest.mark.parametrize("name", list(SOURCES))
+def test_every_source_kind_conforms(name):
+    cls = SOURCES[name]
+    assert issubclass(cls, Source) and cls.name == name and cls.__doc__
+    assert Path(SOURCES.origin(name)).name == f"{name}.py"  # one file each, named after it
+    assert issubclass(cls.Options, BaseModel) and cls.Options.model_config.get("extra") == "forbid"
+    cls()  # every knob has a default
+
+
+def test_every_code_plugin_kind_is_one_shape():
+    """Detectors, extractors, source kinds, engines, reformulation methods and dump layouts: each a Plugin subclass
+    with a name and an Options model (the YAML kinds, presets and prompt templates, are data)."""
+    from pipeline.plugins import Plugin
+    from pipeline.rollout.layout import LAYOUTS
+
+    kinds = [*DETECTORS.values(), *(type(e) for e in EXTRACTORS.values()), *SOURCES.values(), *ENGINES.values(),
+             *METHODS.values(), *LAYOUTS.values()]
+    odd = [k for k in kinds if not (issubclass(k, Plugin) and isinstance(k.name, str) and issubclass(k.Options, BaseModel))]
+    assert not odd and len(kinds) > 30
+
+
+def test_a_source_entrys_stray_option_is_refused_when_the_params_load(tmp_path, throwaway):
+    params = _project(tmp_path)
+    raw = yaml.safe_load(params.read_text())
+    raw["ingest"]["sources"][1]["options"] = {"sep": "|"}  # the pairs kind has no knobs
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"ingest\.sources\.mine\.options: sep: unknown key"):
+        load_params(params)
+    raw["ingest"]["sources"][1]["options"] = {}
+    raw["ingest"]["sources"][0]["options"] = {"hf_splt": "test"}
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"ingest\.sources\.tiny\.options: hf_splt: unknown key \(did you mean hf_split\?\)"):
+        load_params(params)
 
 
 # -- extractors and presets --------------------------------------------------------------------------
@@ -310,15 +345,20 @@ SOURCE = '''\
 """A source kind of lines ``question || answer``: a throwaway plugin."""
 from pipeline.ingest.readers import resolve_path
 from pipeline.ingest.records import RawRow
-from pipeline.ingest.sources import register
+from pipeline.ingest.sources import Source, register
 
 
-@register("pairs")
-def pairs(cfg, *, root, limits):
+@register
+class Pairs(Source):
     """Lines of ``question || answer``."""
-    for i, line in enumerate(resolve_path(cfg, root, file=True).read_text().splitlines()):
-        question, _, answer = line.partition("||")
-        yield RawRow(cfg.name, str(i), question.strip(), answer=answer.strip(), split=cfg.split, excerpt=line[:200])
+
+    name = "pairs"
+
+    def read(self, cfg, *, root, limits):
+        for i, line in enumerate(resolve_path(cfg, root, file=True).read_text().splitlines()):
+            question, _, answer = line.partition("||")
+            yield RawRow(cfg.name, str(i), question.strip(), answer=answer.strip(), split=cfg.split,
+                         excerpt=line[:200])
 '''
 
 

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from pipeline.config import Model, SamplingConfig, parse_options
 from pipeline.errors import EngineError
-from pipeline.plugins import NoOptions, Registry
+from pipeline.plugins import NoOptions, Plugin, Registry
 
 FINISH_REASONS = ("stop", "length")
 
@@ -90,7 +90,7 @@ class Sample:
 
 
 @dataclass
-class Engine(ABC):
+class Engine(Plugin, ABC):
     """Base class: life cycle, options and ``generate`` on top of the engine's own ``stream``."""
 
     name: ClassVar[str] = "?"
@@ -132,10 +132,10 @@ class Engine(ABC):
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _start(self) -> None:  # noqa: B027 - optional hook
+    def _start(self) -> None:
         pass
 
-    def _close(self) -> None:  # noqa: B027 - optional hook
+    def _close(self) -> None:
         pass
 
     # generation -------------------------------------------------------------------------

@@ -121,6 +121,13 @@ def _parse(raw: bytes, source: str, sid: str) -> tuple[str, dict[str, Any]] | Ra
     return sid, obj
 
 
+def mapped_jsonl(cfg: SourceConfig, root: Path, limits: Limits, to_row: Callable[[str, dict], RawRow]
+                 ) -> Iterator[Record]:
+    """The source's JSON lines file (``path``, under ``limits``' line cap), each object through ``to_row``."""
+    return mapped(cfg, iter_jsonl(resolve_path(cfg, root, file=True), source=cfg.name,
+                                  max_line_bytes=limits.max_line_bytes), to_row)
+
+
 def mapped(cfg: SourceConfig, items: Iterator, to_row: Callable[[str, dict], RawRow]) -> Iterator[Record]:
     """``to_row`` on each ``(sid, object)`` of ``items``; a mapping that raises is that row's ``bad_row`` reject."""
     for item in items:

@@ -14,7 +14,7 @@ from tqdm import tqdm
 from pipeline.config import Params
 from pipeline.ingest.core import REASONS, IngestResult, IngestSummary, Limits, check, ingest
 from pipeline.ingest.fold import Fold
-from pipeline.ingest.sources import SOURCES, SourceError, get_source, read_source
+from pipeline.ingest.sources import SOURCES, SourceError, build_source, read_source
 from pipeline.io import replace_dir, write_metrics
 from pipeline.run_metrics import RunStats
 from pipeline.verify.gold_check import gold_budget, ungradable_golds
@@ -33,8 +33,8 @@ def limits_of(params: Params) -> Limits:
 def run(params: Params, *, root: Path = Path("."), progress: bool = True) -> IngestSummary:
     """The shell: sources from params.yaml in, ``paths.problems`` / ``paths.rejects`` / metrics out."""
     cfg = params.ingest
-    for src in cfg.sources:  # fail fast on a bad kind before reading anything
-        get_source(src.kind)
+    for src in cfg.sources:  # fail fast on a bad kind or knob before reading anything
+        build_source(src)
     limits = limits_of(params)
 
     def records() -> Iterator:

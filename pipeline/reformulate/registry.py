@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from pipeline.config import ConfigError, parse_options
 from pipeline.keys import canonical_json, digest
-from pipeline.plugins import NoOptions, Registry
+from pipeline.plugins import NoOptions, Plugin, Registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,10 @@ Rung = tuple[str, Outcome]  # (label, what the method made for that rung)
 Generate = Callable[[list[str]], list[str]]
 
 
-class Reformulator:
+class Reformulator(Plugin):
+    """A reformulation method (the one plugin shape, :class:`pipeline.plugins.Plugin`): its knobs under
+    ``reformulate.options.<name>``, and one method, ``one(parent)`` (or ``reformulate(parents)``, to batch)."""
+
     name: ClassVar[str]
     version: ClassVar[str]
     reasons: ClassVar[dict[str, str]]
@@ -80,7 +83,7 @@ class Reformulator:
     monotone: ClassVar[bool] = False
 
     def __init__(self, options: BaseModel, *, generate: Generate | None = None, generator: dict[str, Any] | None = None):
-        self.options = options
+        super().__init__(options, where=f"reformulate.options.{self.name}")
         if self.needs_engine and generate is None:
             raise ConfigError(f"reformulation method {self.name!r} needs an engine to generate with")
         self.generate = generate

@@ -29,9 +29,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
-from pipeline.config import Model, parse_options
+from pipeline.config import Model
 from pipeline.errors import PassbandError
-from pipeline.plugins import Registry
+from pipeline.plugins import Plugin, Registry
 
 FORMATS = ("jsonl", "parquet")
 FINISH = {"stop": "stop", "eos": "stop", "eos_token": "stop", "stop_token": "stop", "end_turn": "stop",
@@ -71,8 +71,9 @@ class DumpRecord:
         return {"question": self.question, "problem_id": self.problem_id, "source_id": self.source_id}[how]
 
 
-class Layout:
-    """A dump layout: ``name``, ``format``, ``grouped``, an ``Options`` model and :meth:`read`."""
+class Layout(Plugin):
+    """A dump layout (the one plugin shape, :class:`pipeline.plugins.Plugin`): ``name``, ``format``, ``grouped``, an
+    ``Options`` model and :meth:`read`."""
 
     name: ClassVar[str]
     format: ClassVar[str] = "jsonl"
@@ -83,7 +84,7 @@ class Layout:
         pass
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, where: str = "dump.options") -> None:
-        self.options = parse_options(self.Options, dict(options or {}), where=where)
+        super().__init__(dict(options or {}), where=where)
 
     @property
     def repeats(self) -> bool:

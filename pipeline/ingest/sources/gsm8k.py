@@ -7,25 +7,21 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import SourceConfig
-from pipeline.ingest.readers import (
-    Record,
-    excerpt,
-    iter_jsonl,
-    mapped,
-    resolve_path,
-)
+from pipeline.ingest.readers import Record, excerpt, mapped_jsonl
 from pipeline.ingest.records import Limits, RawRow
-from pipeline.ingest.sources import register
+from pipeline.ingest.sources import Source, register
 
 
-@register("gsm8k")
-def gsm8k(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
+@register
+class Gsm8k(Source):
     """GSM8K JSONL (``question``, ``answer`` with the gold after ``####``)."""
 
-    def row(sid: str, obj: dict[str, Any]) -> RawRow:
-        answer = obj.get("answer")
-        return RawRow(cfg.name, sid, obj.get("question"), answer=answer, solution=answer, gold_from="gsm8k",
-                      split=cfg.split, excerpt=excerpt(obj.get("question")))
+    name = "gsm8k"
 
-    return mapped(cfg, iter_jsonl(resolve_path(cfg, root, file=True), source=cfg.name,
-                                   max_line_bytes=limits.max_line_bytes), row)
+    def read(self, cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
+        def row(sid: str, obj: dict[str, Any]) -> RawRow:
+            answer = obj.get("answer")
+            return RawRow(cfg.name, sid, obj.get("question"), answer=answer, solution=answer, gold_from="gsm8k",
+                          split=cfg.split, excerpt=excerpt(obj.get("question")))
+
+        return mapped_jsonl(cfg, root, limits, row)

@@ -11,6 +11,7 @@ import pyarrow as pa
 from pipeline.config import ConfigError, SourceConfig
 from pipeline.ingest.readers import (
     PARQUET_BATCH_ROWS,
+    MappedOptions,
     Mapping,
     Record,
     SourceError,
@@ -26,11 +27,11 @@ from pipeline.ingest.readers import (
     record_rows,
 )
 from pipeline.ingest.records import Limits, RawReject
-from pipeline.ingest.sources import register
+from pipeline.ingest.sources import Source, register
 
 
-@register("hf")
-def hf(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
+@register
+class Hf(Source):
     """A Hub dataset (``path``, or the preset's dataset), or local data, under the same caps as the other kinds.
 
     Local data: a Parquet or JSONL file, or a folder holding ``<split>-*.parquet`` / ``<split>.parquet`` (or
@@ -40,25 +41,30 @@ def hf(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[
     name, streams through ``load_dataset(name, options.config, split=options.hf_split, streaming=True)``
     as Arrow batches (no Arrow cache is built), measured the same way. Rows are named ``<split>:<n>``.
     """
-    m = field_mapping(cfg)
-    path = cfg.path or (m.preset.hub if m.preset else None)
-    if not path:
-        raise ConfigError(f"source {cfg.name!r} (hf) needs a 'path': a Hub dataset name or a local folder")
-    local = Path(path) if Path(path).is_absolute() else root / path
-    files = _local_files(local, m.opts.hf_split) if local.exists() else None
-    sid = lambda n: f"{m.opts.hf_split}:{n}"  # noqa: E731
-    if files and files[0] == "json":
-        return _hf_jsonl(cfg, files[1], m, limits)
-    if files:
-        try:
-            batches = parquet_batches(cfg, files[1], m)
-        except (pa.ArrowException, OSError) as exc:
-            raise damaged(cfg, local, exc, 0) from None
-        return record_rows(cfg, guarded(cfg, local, batches, [0]), m, limits, sid)
-    name = str(local) if local.exists() else path
-    data = _load(cfg, name, lambda datasets: datasets.load_dataset(name, m.opts.config, split=m.opts.hf_split,
-                                                                   streaming=True))
-    return _hf_stream(cfg, name, data, m, limits, sid)
+
+    name = "hf"
+    Options = MappedOptions
+
+    def read(self, cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
+        m = field_mapping(cfg)
+        path = cfg.path or (m.preset.hub if m.preset else None)
+        if not path:
+            raise ConfigError(f"source {cfg.name!r} (hf) needs a 'path': a Hub dataset name or a local folder")
+        local = Path(path) if Path(path).is_absolute() else root / path
+        files = _local_files(local, m.opts.hf_split) if local.exists() else None
+        sid = lambda n: f"{m.opts.hf_split}:{n}"  # noqa: E731
+        if files and files[0] == "json":
+            return _hf_jsonl(cfg, files[1], m, limits)
+        if files:
+            try:
+                batches = parquet_batches(cfg, files[1], m)
+            except (pa.ArrowException, OSError) as exc:
+                raise damaged(cfg, local, exc, 0) from None
+            return record_rows(cfg, guarded(cfg, local, batches, [0]), m, limits, sid)
+        name = str(local) if local.exists() else path
+        data = _load(cfg, name, lambda datasets: datasets.load_dataset(name, m.opts.config, split=m.opts.hf_split,
+                                                                       streaming=True))
+        return _hf_stream(cfg, name, data, m, limits, sid)
 
 
 def _local_files(local: Path, split: str) -> tuple[str, list[str]] | None:

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.readers import (
+    MappedOptions,
     Record,
     damaged,
     field_mapping,
@@ -18,11 +19,11 @@ from pipeline.ingest.readers import (
     resolve_path,
 )
 from pipeline.ingest.records import Limits
-from pipeline.ingest.sources import register
+from pipeline.ingest.sources import Source, register
 
 
-@register("parquet")
-def parquet(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
+@register
+class Parquet(Source):
     """A Parquet file (or a directory of them) with a column ``mapping``, read in batches of 1,024 rows.
 
     Only the columns a row needs are read, text columns as dictionaries; a value over its cap is a reject
@@ -30,10 +31,15 @@ def parquet(cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iter
     Parquet, a damaged page) is a :class:`SourceError` naming it, wherever the damage is: the stage writes
     nothing from a partly read source.
     """
-    m = field_mapping(cfg)
-    path = resolve_path(cfg, root)
-    try:
-        batches = parquet_batches(cfg, path, m)
-    except (pa.ArrowException, OSError) as exc:
-        raise damaged(cfg, path, exc, 0) from None
-    yield from record_rows(cfg, guarded(cfg, path, batches, [0]), m, limits, lambda n: f"{path.name}:{n}")
+
+    name = "parquet"
+    Options = MappedOptions
+
+    def read(self, cfg: SourceConfig, *, root: Path, limits: Limits = Limits()) -> Iterator[Record]:
+        m = field_mapping(cfg)
+        path = resolve_path(cfg, root)
+        try:
+            batches = parquet_batches(cfg, path, m)
+        except (pa.ArrowException, OSError) as exc:
+            raise damaged(cfg, path, exc, 0) from None
+        yield from record_rows(cfg, guarded(cfg, path, batches, [0]), m, limits, lambda n: f"{path.name}:{n}")
