@@ -90,6 +90,7 @@ class Model(BaseModel):
 def _keys_at(model: type[BaseModel] | None, loc: tuple) -> list[str] | None:
     """The keys a model allows where ``loc`` (a validation error's path, its last step the bad key) points, following
     nested models through their fields (an optional, a list's or a mapping's model included); None where unknown."""
+    import types
     import typing
 
     current: Any = model
@@ -105,7 +106,7 @@ def _keys_at(model: type[BaseModel] | None, loc: tuple) -> list[str] | None:
         if field is None:
             return None
         current = field.annotation
-        while typing.get_origin(current) in (typing.Union, Annotated) or type(current).__name__ == "UnionType":
+        while typing.get_origin(current) in (typing.Union, types.UnionType, Annotated):
             args = [a for a in typing.get_args(current) if a is not type(None)]
             current = args[0] if args else None
     if isinstance(current, type) and issubclass(current, BaseModel):
