@@ -22,6 +22,7 @@ import random
 import re
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +62,9 @@ class Figures:
     expected: float = 0.0  # sum over draws of the model's expected wrong keys
     bins: list[list[float]] = field(default_factory=lambda: [[0, 0.0, 0] for _ in range(BINS)])  # n, sum score, changed
     models: list[gold_suspicion.GoldModel] = field(default_factory=list)
+    # (c, m, v) pooled counts of the changed keys the score missed and of the right keys it flagged (--signatures)
+    missed: Counter = field(default_factory=Counter)
+    false: Counter = field(default_factory=Counter)
 
     @property
     def precision(self) -> float:
@@ -83,7 +87,8 @@ def _verdicts(root: Path, params) -> pa.Table:
 
 
 def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workdir: Path, rate: float = 0.03,
-            draws: int = 200, threshold: float | None = None, prior: float | None = None, seed: int = 0) -> Figures:
+            draws: int = 200, threshold: float | None = None, prior: float | None = None, seed: int = 0,
+            signatures: bool = False) -> Figures:
     """The figures of injecting ``rate`` wrong keys into the tables given (verified in ``workdir``)."""
     params_doc = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
                   "policies": {"p": {"model": "embedded"}}, "rollout": {"policies": ["p"]},
@@ -123,18 +128,31 @@ def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workd
             SELECT * FROM clean WHERE problem_id NOT IN (SELECT problem_id FROM drawn)
             UNION ALL SELECT * FROM dirty WHERE problem_id IN (SELECT problem_id FROM drawn)""")
         f.models.append(gold_suspicion.prepare(con, samples="_v", threshold=threshold, prior=prior))
+        sig = _signatures(con) if signatures else {}
         for pid, score, suspect in con.execute("""SELECT problem_id, any_value(gold_suspicion), bool_or(gold_suspect)
                                                   FROM _modal WHERE gold_suspicion IS NOT NULL GROUP BY 1""").fetchall():
             wrong = pid in drawn
             f.tp += suspect and wrong
             f.fp += suspect and not wrong
             f.fn += wrong and not suspect
+            if signatures and wrong != suspect:
+                (f.missed if wrong else f.false)[sig[pid]] += 1
             f.expected += score
             b = f.bins[min(BINS - 1, int(score * BINS))]
             b[0] += 1
             b[1] += score
             b[2] += wrong
     return f
+
+
+def _signatures(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, int, int]]:
+    """Per problem of ``_v``: (c, m, v) pooled as the score pools them (on the gold, on the biggest wrong class, valid)."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _cls AS {gold_suspicion.classes_sql('_v')}")
+    rows = con.execute("""WITH pc AS (SELECT problem_id, answer_class, sum(n_class) AS n FROM _cls GROUP BY ALL)
+        SELECT problem_id, coalesce(sum(n) FILTER (WHERE answer_class IS NULL), 0)::BIGINT,
+               coalesce(max(n) FILTER (WHERE answer_class IS NOT NULL), 0)::BIGINT, sum(n)::BIGINT
+        FROM pc GROUP BY 1""").fetchall()
+    return {pid: (c, m, v) for pid, c, m, v in rows}
 
 
 def _tables_of(root: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -164,6 +182,10 @@ def report(f: Figures, *, rate: float) -> str:
         if n:
             lines.append(f"| {i / BINS:.1f}–{(i + 1) / BINS:.1f} | {n:,} | {s / n:.3f} | {w / n:.3f} |")
     lines.append(f"expected calibration error {f.ece:.4f}")
+    for what, counts in (("changed keys missed", f.missed), ("right keys flagged", f.false)):
+        if counts:
+            top = ", ".join(f"{c}/{m}/{v} x{n}" for (c, m, v), n in counts.most_common(12))
+            lines.append(f"{what}, by (on the gold / on the biggest wrong answer / valid): {top}")
     if m is not None:
         lines.append(f"model (last draw): pass rate Beta({m.alpha:.3g}, {m.beta:.3g}) on {m.fitted_pass_rate} problems; "
                      f"wrong answers on one: 1 with {m.same:.3g}, else Beta({m.a:.3g}, {m.b:.3g}) on "
@@ -180,13 +202,15 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=0.03)
     ap.add_argument("--draws", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--signatures", action="store_true",
+                    help="also print the pooled counts (c/m/v) of the missed changed keys and the flagged right ones")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tables = _tables_of(args.root) if args.root else _embedded_tables(Path(tmp) / "embedded")
         work = Path(tmp) / "work"
         work.mkdir()
         f = measure(*tables, workdir=work, threshold=args.threshold, prior=args.prior, rate=args.rate,
-                    draws=args.draws, seed=args.seed)
+                    draws=args.draws, seed=args.seed, signatures=args.signatures)
     print(report(f, rate=args.rate))
 
 

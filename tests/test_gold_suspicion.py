@@ -125,9 +125,12 @@ def test_injected_wrong_golds_are_found_where_the_policy_is_strong(tmp_path: Pat
     """k = 8 of a policy that solves most items, 3 % of the keys moved by one: found, and the score calibrated."""
     from gold_suspicion import measure
 
-    f = measure(*_fake_run(60, 8, 0.85), workdir=tmp_path, draws=40)
+    f = measure(*_fake_run(60, 8, 0.85), workdir=tmp_path, draws=40, signatures=True)
     assert f.eligible == f.problems == 60 and f.changed_per_draw == 2  # 3 % of 60
     assert f.tp + f.fn == 40 * 2
+    # the signatures count exactly the misses and the false flags, each a (c, m, v) of 8 valid rollouts or fewer
+    assert sum(f.missed.values()) == f.fn and sum(f.false.values()) == f.fp
+    assert all(c >= 0 and 0 < m <= v <= 8 and c + m <= v for c, m, v in (*f.missed, *f.false))
     assert f.recall >= 0.7 and f.precision >= 0.5
     assert f.ece <= 0.05
 
