@@ -1,12 +1,17 @@
 """One plugin contract for every registry: engines, sources and presets, extractors, flag detectors, reformulators.
 
-A plugin is a class or a function, with its knobs as a nested ``Options`` model (:class:`pipeline.config.Model`,
-unknown keys refused), registered under a name in one :class:`Registry`. The flag detectors, the engines and the
-source presets are one module (or YAML file) each in their registry's package folder, found by scanning that folder
-the first time the registry is read, so adding one is adding a file; the core never lists them. The extractors
-(``pipeline/verify/extractors``), the reformulation methods (``pipeline/reformulate/methods``) and the source kinds
-(``pipeline/ingest/sources``, their shared reading in ``pipeline/ingest/readers.py``) are found the same way. A name
-the registry does not hold is one error line with the close matches (difflib) and every known name::
+A code plugin is one shape, a :class:`Plugin` subclass: a ``name``, its knobs as a nested ``Options`` model
+(:class:`pipeline.config.Model`, unknown keys refused; in params.yaml a detector's under ``annotate.options.<name>``,
+a method's under ``reformulate.options.<name>``, an engine's under ``rollout.engine_options.<name>``, a source
+kind's and a dump layout's in the entry that names the kind) and one method its kind names; it is registered
+under its name in one :class:`Registry`. The flag detectors
+(``pipeline/annotate/detectors``), the extractors (``pipeline/verify/extractors``), the source kinds
+(``pipeline/ingest/sources``, their shared reading in ``pipeline/ingest/readers.py``), the engines
+(``pipeline/engines``), the dump layouts (``pipeline/rollout/layouts``) and the reformulation methods
+(``pipeline/reformulate/methods``) are one module each in their registry's package folder, which holds nothing else,
+found by scanning that folder the first time the registry is read, so adding one is adding a file; the core never
+lists them. The source presets and prompt templates are YAML files (data), found the same way. A name the registry
+does not hold is one error line with the close matches (difflib) and every known name::
 
     unknown flag detector 'answer_repetiton' (did you mean answer_repetition?); known: answer_flip, ...
 
@@ -16,9 +21,9 @@ files (``plugins/my_detector.py``, ``plugins/my_preset.yaml``, relative to param
 with the registry's ``register``; a ``.yaml`` file is a source preset (it holds ``hub``: :mod:`pipeline.ingest.presets`)
 or a prompt template (it holds ``template``: :mod:`pipeline.rollout.prompts`).
 
-Another process that runs passband's code for this one (a Ray task or actor, maybe on another node) gets the same
-plugins from :func:`shipped_plugins` (each loaded file's text, each module's name), loaded there by
-:func:`load_shipped`: the files need not exist on that node.
+Another process that runs passband's code for this one (a Ray task or actor, maybe on another node, a detector
+worker) gets the same Python plugins from :func:`shipped_plugins` (each loaded file's text, each module's name),
+loaded there by :func:`load_shipped`: the files need not exist on that node.
 """
 
 from __future__ import annotations
