@@ -88,7 +88,7 @@ def _verdicts(root: Path, params) -> pa.Table:
 
 def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workdir: Path, rate: float = 0.03,
             draws: int = 200, threshold: float | None = None, prior: float | None = None, seed: int = 0,
-            signatures: bool = False) -> Figures:
+            signatures: bool = False, pooled: bool = False) -> Figures:
     """The figures of injecting ``rate`` wrong keys into the tables given (verified in ``workdir``)."""
     params_doc = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
                   "policies": {"p": {"model": "embedded"}}, "rollout": {"policies": ["p"]},
@@ -110,6 +110,7 @@ def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workd
     dirty = _verdicts(workdir, params)
 
     con = duckdb.connect()
+    con.register("problems", problems)
     con.register("clean_arrow", clean)
     con.register("dirty_arrow", dirty)
     vid = con.execute("SELECT any_value(verifier_id) FROM clean_arrow").fetchone()[0]
@@ -127,7 +128,8 @@ def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workd
         con.execute("""CREATE OR REPLACE TEMP VIEW _v AS
             SELECT * FROM clean WHERE problem_id NOT IN (SELECT problem_id FROM drawn)
             UNION ALL SELECT * FROM dirty WHERE problem_id IN (SELECT problem_id FROM drawn)""")
-        f.models.append(gold_suspicion.prepare(con, samples="_v", threshold=threshold, prior=prior))
+        f.models.append(gold_suspicion.prepare(con, samples="_v", threshold=threshold, prior=prior,
+                                               strata=None if pooled else f"({gold_suspicion.strata_sql('problems')})"))
         sig = _signatures(con) if signatures else {}
         for pid, score, suspect in con.execute("""SELECT problem_id, any_value(gold_suspicion), bool_or(gold_suspect)
                                                   FROM _modal WHERE gold_suspicion IS NOT NULL GROUP BY 1""").fetchall():
@@ -190,6 +192,8 @@ def report(f: Figures, *, rate: float) -> str:
         lines.append(f"model (last draw): pass rate Beta({m.alpha:.3g}, {m.beta:.3g}) on {m.fitted_pass_rate} problems; "
                      f"wrong answers on one: 1 with {m.same:.3g}, else Beta({m.a:.3g}, {m.b:.3g}) on "
                      f"{m.fitted_agreement}; prior {m.prior}")
+        for stratum, a, b, n in m.strata:
+            lines.append(f"  stratum {stratum}: pass rate Beta({a:.3g}, {b:.3g}) on {n} problems")
     return "\n".join(lines)
 
 
@@ -204,13 +208,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--signatures", action="store_true",
                     help="also print the pooled counts (c/m/v) of the missed changed keys and the flagged right ones")
+    ap.add_argument("--pooled", action="store_true",
+                    help="one pass-rate Beta for every problem (no strata by source and level), for comparison")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tables = _tables_of(args.root) if args.root else _embedded_tables(Path(tmp) / "embedded")
         work = Path(tmp) / "work"
         work.mkdir()
         f = measure(*tables, workdir=work, threshold=args.threshold, prior=args.prior, rate=args.rate,
-                    draws=args.draws, seed=args.seed, signatures=args.signatures)
+                    draws=args.draws, seed=args.seed, signatures=args.signatures, pooled=args.pooled)
     print(report(f, rate=args.rate))
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from pipeline.annotate.core import annotate_tables
-from pipeline.annotate.gold_suspicion import MIN_FIT, GoldModel, posterior
+from pipeline.annotate.gold_suspicion import MIN_FIT, GoldModel, posterior, prepare
 from pipeline.config import AnnotateConfig
 from pipeline.engines import Prompt
 from pipeline.engines.fake import fake_completion
@@ -99,6 +100,54 @@ def test_the_model_is_fitted_to_the_run() -> None:
     scores = [r["gold_suspicion"] for r in difficulty.to_pylist()]
     assert not any(r["gold_suspect"] for r in difficulty.to_pylist())
     assert max(scores) < 0.2  # agreement is what this policy does when it fails: little evidence
+
+
+def test_the_pass_rate_prior_is_each_levels_own() -> None:
+    """An easy level the policy solves and a hard one it fails: the same 0 of 8 is evidence on the easy level and
+    ordinary on the hard one; a level too small to fit, and a problem without one, take the pooled Beta."""
+    rows, levels = [], {}
+    for j in range(2 * MIN_FIT):
+        q, easy = f"q{j}", j % 2 == 0
+        levels[q] = "Level 1" if easy else "Level 5"
+        solved = 8 if easy else (1 if j % 4 == 1 else 0)  # easy: always; hard: now and then, wrong answers scatter
+        rows += [(q, "A", i, "correct" if i < solved else "incorrect", "1" if i < solved else str(10 + i))
+                 for i in range(8)]
+    for q, level in (("easy?", "Level 1"), ("hard?", "Level 5"), ("rare?", "Level 9"), ("none?", None)):
+        levels[q] = level
+        rows += [(q, "A", i, "incorrect", "6") for i in range(8)]  # 8 of 8 on one other answer
+    verdicts, rollouts, problems = _tables(rows)
+    by_id = {problem_id(q): level for q, level in levels.items()}
+    problems = problems.set_column(problems.schema.get_field_index("level"), "level",
+                                   [[by_id[p] for p in problems.column("problem_id").to_pylist()]])
+    difficulty, _ = annotate_tables(verdicts, rollouts, problems, config=AnnotateConfig(), verifier_id="v")
+    score = {r["problem_id"]: r["gold_suspicion"] for r in difficulty.to_pylist()}
+    easy, hard, rare, none = (score[problem_id(q)] for q in ("easy?", "hard?", "rare?", "none?"))
+    assert easy > 0.5 > hard  # the level decides what 0 of 8 means
+    assert rare == pytest.approx(none)  # "Level 9" has 1 problem: the pooled Beta, as for no level
+    assert hard < none < easy
+    suspect = {r["problem_id"] for r in difficulty.to_pylist() if r["gold_suspect"]}
+    assert problem_id("easy?") in suspect and problem_id("hard?") not in suspect
+    # the same counts without the levels: one Beta for all, every 8-of-8 problem scored alike
+    pooled, _ = annotate_tables(verdicts, rollouts, _tables(rows)[2], config=AnnotateConfig(), verifier_id="v")
+    flat = {r["problem_id"]: r["gold_suspicion"] for r in pooled.to_pylist()}
+    assert flat[problem_id("easy?")] == pytest.approx(flat[problem_id("hard?")]) == pytest.approx(none)
+
+
+def test_wrong_answers_that_do_not_agree_never_flag() -> None:
+    """A policy that solves most problems and, failing, repeats one wrong answer: 0 of 8 on the key with the wrong
+    answers scattered scores high, but under half of them on one answer is no sign of another key."""
+    con = duckdb.connect()
+    rows = [("agree", i, "incorrect", "6") for i in range(8)]
+    rows += [("scattered", i, "incorrect", str(20 + min(i, 5))) for i in range(8)]  # 3 on one answer, 5 apart
+    rows += [("half", i, "incorrect", "6" if i < 4 else str(30 + i)) for i in range(8)]  # 4 of 8: half
+    con.execute("CREATE TABLE s (problem_id VARCHAR, policy_id VARCHAR, status VARCHAR, extracted VARCHAR)")
+    con.executemany("INSERT INTO s VALUES (?, 'A', ?, ?)", [(q, st, ex) for q, _, st, ex in rows])
+    model = GoldModel(prior=0.03, alpha=8.0, beta=0.5, a=8.0, b=1.0)
+    prepare(con, samples="s", threshold=0.5, prior=0.03, model=model)
+    got = {q: (score, suspect) for q, score, suspect in
+           con.execute("SELECT problem_id, gold_suspicion, gold_suspect FROM _modal").fetchall()}
+    assert got["scattered"][0] >= 0.5 and not got["scattered"][1]
+    assert got["agree"][1] and got["half"][1]
 
 
 def _fake_run(n_items: int, k: int, correct_rate: float):

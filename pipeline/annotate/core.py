@@ -117,8 +117,11 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
                    FILTER (WHERE v.thinking_closed IS NOT NULL) AS unfinished_thinking_rate
         FROM _v v JOIN rollouts r USING (problem_id, policy_id, sample_idx)
         GROUP BY ALL""")
+    # the answer-key score's strata by source and level (hand-built problem tables without them: one stratum)
+    labelled = {"source", "level"} <= {r[0] for r in con.execute("DESCRIBE problems").fetchall()}
     gold_model = gold_suspicion.prepare(con, samples="_v", threshold=config.gold_suspicion_threshold,
-                                        prior=config.gold_error_prior)  # -> _modal
+                                        prior=config.gold_error_prior,
+                                        strata=f"({gold_suspicion.strata_sql('problems')})" if labelled else None)
     pairs = con.execute("SELECT DISTINCT n, n_correct FROM _groups ORDER BY ALL").fetchall()
     con.register("_lut_arrow", _lut(pairs, config))
     con.execute("CREATE OR REPLACE TEMP TABLE _lut AS SELECT * FROM _lut_arrow")

@@ -12,8 +12,8 @@ measured it, the problem has ``v`` format-valid rollouts: ``c`` on the gold, ``m
 ``r`` elsewhere. Two hypotheses, each a model fitted to the run's own data (:class:`GoldModel`):
 
 - **the key is right** (prior ``1 - annotate.gold_error_prior``): ``c`` of ``v`` reach it at the problem's pass
-  rate ``p ~ Beta(alpha, beta)``, and the wrong rollouts gather on one wrong answer with a share
-  ``q ~ Beta(a, b)``: how consistently these policies repeat one wrong answer on the problems they fail;
+  rate ``p ~ Beta(alpha, beta)`` (its stratum's, below), and the wrong rollouts gather on one wrong answer with a
+  share ``q ~ Beta(a, b)``: how consistently these policies repeat one wrong answer on the problems they fail;
 - **the key is wrong** (prior ``annotate.gold_error_prior``, 3 %: public audits of GSM8K and MATH found a few per
   cent of wrong keys): the biggest wrong class is the true answer, reached ``m`` of ``v`` times at the same
   ``p``, and the key is one wrong answer among others, hit by a share ``Beta(1, KEY_MISS)`` (mean 5 %) of the
@@ -21,16 +21,26 @@ measured it, the problem has ``v`` format-valid rollouts: ``c`` on the gold, ``m
 
 ``alpha, beta`` are fitted by maximum likelihood (beta-binomial, a grid) to every problem's ``(c, v)``, ``a, b`` to
 ``(m, v - c)`` where two or more rollouts are wrong; with fewer than :data:`MIN_FIT` problems a uniform Beta(1, 1)
-stands in. Pooling treats the policies' rollouts as draws around one pass rate and one wrong-answer share, so
-two checkpoints that repeat each other's mistakes raise the fitted ``q`` and with it what agreement can explain:
-they count as correlated witnesses, not independent ones. The posterior is
-``prior * L_wrong / (prior * L_wrong + (1 - prior) * L_right)``; 0 when no rollout is wrong, null when none is
-format-valid. ``gold_suspect``: the posterior at or above ``annotate.gold_suspicion_threshold`` and more rollouts
-on the wrong answer than on the gold (``m > c``: a tie never flags).
+stands in.
 
-It still cannot tell a wrong key from a policy that is confidently wrong the same way where it usually succeeds;
-the sum of the posteriors is the number of wrong keys the model expects (over the flagged problems: among them),
-which ``passband summary``, the report and the card print beside the count.
+**Expected difficulty.** No rollout on the key is ordinary on a problem these policies mostly fail and evidence on
+one they mostly solve, so the pass-rate Beta is also fitted per *stratum* (:func:`strata_sql`): the source and
+its own difficulty label (``problems.level``: ``math Level 5``), or the source and ``figure`` for a question that
+draws or points at a figure (:data:`FIGURE_RE`: text policies fail those alike whatever the key). The
+:data:`MAX_STRATA` biggest strata with at least :data:`MIN_FIT` problems get their own Beta; a problem in another,
+or without a label, takes the pooled one.
+
+Pooling treats the policies' rollouts as draws around one pass rate and one wrong-answer share, so two checkpoints
+that repeat each other's mistakes raise the fitted ``q`` and with it what agreement can explain: they count as
+correlated witnesses, not independent ones. The posterior is
+``prior * L_wrong / (prior * L_wrong + (1 - prior) * L_right)``; 0 when no rollout is wrong, null when none is
+format-valid. ``gold_suspect``: the posterior at or above ``annotate.gold_suspicion_threshold``, more rollouts on
+the wrong answer than on the gold (``m > c``: a tie never flags), and the wrong rollouts agreeing (``m`` at least
+half of ``v - c``: scattered wrong answers say the policies cannot do the problem, not that the key is wrong).
+
+It still cannot tell a wrong key from policies that are confidently wrong the same way on a problem of a stratum
+they usually solve; the sum of the posteriors is the number of wrong keys the model expects (over the flagged
+problems: among them), which ``passband summary``, the report and the card print beside the count.
 """
 
 from __future__ import annotations
@@ -40,7 +50,10 @@ from math import exp, lgamma, log
 
 import duckdb
 
-__all__ = ["MIN_FIT", "NORMALISED_SQL", "GoldModel", "classes_sql", "fit", "posterior", "prepare"]
+from pipeline.sqltext import sql_literal
+
+__all__ = ["MAX_STRATA", "MIN_FIT", "NORMALISED_SQL", "GoldModel", "classes_sql", "fit", "posterior", "prepare",
+           "strata_sql"]
 
 # the normalised form of an extracted answer, in DuckDB (``{x}``: the column)
 NORMALISED_SQL = r"""(CASE
@@ -49,7 +62,12 @@ NORMALISED_SQL = r"""(CASE
         '\s+|\\?\$|\\left|\\right|\\displaystyle|\\[!,;]', '', 'g'), '\\[dt]frac', '\\frac', 'g'),
         '(\.0+)?\.?$', '')""")
 
-MIN_FIT = 20  # problems a Beta needs to be fitted; fewer: Beta(1, 1)
+MIN_FIT = 20  # problems a Beta needs to be fitted; fewer: Beta(1, 1) (a stratum: the pooled Beta)
+MAX_STRATA = 64  # the biggest strata get their own pass-rate Beta; the rest take the pooled one
+# a question that draws its figure (Asymptote, TikZ, an image) or points at one: text policies fail such problems
+# alike whatever the key, so they are weighed against each other, not against their level
+FIGURE_RE = (r"\[asy\]|\\begin\{tikzpicture\}|\\includegraphics|<img\b|!\[[^\]]*\]\(|"
+             r"(?i:\b(in|from) the (diagram|figure|picture|graph)\b|\b(diagram|figure) (below|above|shown)\b)")
 SAME_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 KEY_MISS = 19.0  # a wrong key's share of the other rollouts ~ Beta(1, KEY_MISS): mean 5 %
 # the fit's grid: mean 0.01..0.99, concentration 10^-1..10^3 (41 steps)
@@ -79,20 +97,32 @@ class GoldModel:
     same: float = 0.0
     fitted_pass_rate: int = 0  # problems each Beta was fitted on (0: Beta(1, 1))
     fitted_agreement: int = 0
+    # the pass-rate Beta per stratum (source and level): (stratum, alpha, beta, problems fitted on)
+    strata: tuple[tuple[str, float, float, int], ...] = ()
 
-    def log_odds_sql(self, c: str, m: str, v: str) -> str:
+    def pass_prior(self, stratum: str | None = None) -> tuple[float, float]:
+        """The pass-rate Beta a problem of ``stratum`` is weighed with: its stratum's, else the pooled one."""
+        return next(((a, b) for s, a, b, _ in self.strata if s == stratum), (self.alpha, self.beta))
+
+    def log_odds_sql(self, c: str, m: str, v: str, *, alpha: str | None = None, beta: str | None = None) -> str:
+        """SQL: the log odds that the key is wrong; ``alpha``, ``beta``: SQL for the pass-rate Beta (default: pooled)."""
+        alpha, beta = alpha or repr(self.alpha), beta or repr(self.beta)
         r = f"({v} - {c} - {m})"
-        wrong = _lbb(m, v, repr(self.alpha), repr(self.beta)) + " + " + _lbb(c, f"({c} + {r})", "1.0", repr(KEY_MISS))
-        right = _lbb(c, v, repr(self.alpha), repr(self.beta)) + " + " + _agree_sql(m, r, self.same, self.a, self.b)
+        wrong = _lbb(m, v, alpha, beta) + " + " + _lbb(c, f"({c} + {r})", "1.0", repr(KEY_MISS))
+        right = _lbb(c, v, alpha, beta) + " + " + _agree_sql(m, r, self.same, self.a, self.b)
         return f"({log(self.prior / (1 - self.prior))!r} + {wrong} - ({right}))"
 
 
-def posterior(model: GoldModel, c: int, m: int, v: int) -> float:
-    """P(the key is wrong | c of v rollouts on it, m on the biggest wrong answer), as :func:`prepare` computes it.
+def posterior(model: GoldModel, c: int, m: int, v: int, stratum: str | None = None) -> float:
+    """P(the key is wrong | c of v rollouts on it, m on the biggest wrong answer), as :func:`prepare` computes it;
+    ``stratum``: the problem's (its pass-rate Beta, :meth:`GoldModel.pass_prior`).
 
         >>> model = GoldModel(prior=0.03, alpha=4.0, beta=1.0, a=1.0, b=1.0)  # a policy that solves most problems
         >>> round(posterior(model, 0, 8, 8), 2), round(posterior(model, 4, 4, 8), 4), posterior(model, 8, 0, 8)
         (0.98, 0.0, 0.0)
+        >>> hard = GoldModel(prior=0.03, alpha=4.0, beta=1.0, strata=(("math Level 5", 0.5, 1.5, 100),))
+        >>> round(posterior(hard, 0, 8, 8, "math Level 5"), 2)  # where these policies mostly fail, 0 of 8 is ordinary
+        0.02
     """
     if min(c, m) < 0 or c + m > v:
         raise ValueError(f"counts c={c}, m={m} must fit in v={v}")
@@ -100,8 +130,9 @@ def posterior(model: GoldModel, c: int, m: int, v: int) -> float:
         return 0.0
     r = v - c - m
     agree = log(max(1e-300, (model.same if r == 0 else 0.0) + (1 - model.same) * exp(_lbb_py(m, m + r, model.a, model.b))))
-    x = (log(model.prior / (1 - model.prior)) + _lbb_py(m, v, model.alpha, model.beta) + _lbb_py(c, c + r, 1.0, KEY_MISS)
-         - _lbb_py(c, v, model.alpha, model.beta) - agree)
+    alpha, beta = model.pass_prior(stratum)
+    x = (log(model.prior / (1 - model.prior)) + _lbb_py(m, v, alpha, beta) + _lbb_py(c, c + r, 1.0, KEY_MISS)
+         - _lbb_py(c, v, alpha, beta) - agree)
     return 1 / (1 + exp(-min(700.0, max(-700.0, x))))
 
 
@@ -127,12 +158,39 @@ def _fit_beta(con: duckdb.DuckDBPyConnection, points: str, *, same: bool = False
     return float(a), float(b), float(lam), int(n_points)
 
 
+def _fit_strata(con: duckdb.DuckDBPyConnection, pooled: str) -> tuple[tuple[str, float, float, int], ...]:
+    """The pass-rate Beta of each of the :data:`MAX_STRATA` biggest strata of ``pooled`` (its ``stratum`` column;
+    null: none) with :data:`MIN_FIT` problems or more, fitted as :func:`_fit_beta` fits the pooled one."""
+    rows = con.execute(f"""
+        WITH pts AS (SELECT stratum, c AS k, v AS n, count(*) AS w FROM {pooled}
+                     WHERE v > 0 AND stratum IS NOT NULL GROUP BY ALL),
+        kept AS (SELECT stratum, sum(w)::BIGINT AS problems FROM pts GROUP BY 1 HAVING sum(w) >= {MIN_FIT}
+                 ORDER BY problems DESC, stratum LIMIT {MAX_STRATA}),
+        ll AS (SELECT p.stratum, g.a, g.b, sum(p.w * {_agree_sql('p.k', '(p.n - p.k)', '0.0', 'g.a', 'g.b')}) AS ll
+               FROM pts p JOIN kept USING (stratum) CROSS JOIN ({GRID_SQL}) g GROUP BY ALL)
+        SELECT stratum, a, b, problems FROM (
+            SELECT *, row_number() OVER (PARTITION BY stratum ORDER BY ll DESC, a, b) AS rank FROM ll)
+        JOIN kept USING (stratum) WHERE rank = 1 ORDER BY stratum""").fetchall()
+    return tuple((str(s), float(a), float(b), int(n)) for s, a, b, n in rows)
+
+
 def fit(con: duckdb.DuckDBPyConnection, pooled: str, *, prior: float) -> GoldModel:
-    """The :class:`GoldModel` of the problems in ``pooled`` (a relation of ``c, m, v`` per problem)."""
+    """The :class:`GoldModel` of the problems in ``pooled`` (a relation of ``c, m, v`` per problem, and optionally
+    ``stratum``)."""
     alpha, beta, _, n1 = _fit_beta(con, f"SELECT c AS k, v AS n FROM {pooled} WHERE v > 0")
     a, b, same, n2 = _fit_beta(con, f"SELECT m AS k, v - c AS n FROM {pooled} WHERE v - c >= 2", same=True)
+    has_strata = "stratum" in {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {pooled}").fetchall()}
     return GoldModel(prior=prior, alpha=alpha, beta=beta, a=a, b=b, same=same, fitted_pass_rate=n1,
-                     fitted_agreement=n2)
+                     fitted_agreement=n2, strata=_fit_strata(con, pooled) if has_strata else ())
+
+
+def strata_sql(problems: str) -> str:
+    """SQL: per problem of ``problems`` (a relation with ``problem_id, source, level, question``) its stratum: the
+    source and ``figure`` where the question draws or shows a figure (:data:`FIGURE_RE`), else the source and its
+    difficulty label (``math Level 5``); null without either."""
+    return f"""SELECT problem_id, CASE WHEN regexp_matches(question, {sql_literal(FIGURE_RE)}) THEN source || ' figure'
+                                       WHEN nullif(trim(level), '') IS NULL THEN NULL
+                                       ELSE source || ' ' || trim(level) END AS stratum FROM {problems}"""
 
 
 def classes_sql(samples: str) -> str:
@@ -146,9 +204,10 @@ def classes_sql(samples: str) -> str:
 
 
 def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float, prior: float,
-            model: GoldModel | None = None) -> GoldModel:
+            model: GoldModel | None = None, strata: str | None = None) -> GoldModel:
     """Create ``_modal`` (problem_id, policy_id, modal_answer, modal_share, modal_is_gold, gold_suspicion,
     gold_suspect) from the verdict rows in ``samples``; the model is fitted on them unless ``model`` is given.
+    ``strata``: a relation of ``problem_id, stratum`` (:func:`strata_sql`); None: one pass-rate Beta for all.
     Returns the model used."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _classes AS {classes_sql(samples)}")
     con.execute("""CREATE OR REPLACE TEMP TABLE _mode AS
@@ -158,24 +217,31 @@ def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float, p
                                       ORDER BY n_class DESC, answer_class IS NULL DESC, answer_class) AS rank
             FROM _classes) WHERE rank = 1""")
     # per problem, over every policy that measured it: format-valid v, on the gold c, on the biggest wrong class m
-    con.execute("""CREATE OR REPLACE TEMP TABLE _pooled AS
+    strata = strata or "(SELECT NULL::VARCHAR AS problem_id, NULL::VARCHAR AS stratum WHERE false)"
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _pooled AS
         WITH per_class AS (SELECT problem_id, answer_class, sum(n_class)::BIGINT AS n FROM _classes GROUP BY ALL),
         top AS (SELECT problem_id, max(n) AS m FROM per_class WHERE answer_class IS NOT NULL GROUP BY ALL)
         SELECT problem_id, sum(n)::BIGINT AS v, coalesce(sum(n) FILTER (WHERE answer_class IS NULL), 0)::BIGINT AS c,
-               coalesce(any_value(top.m), 0)::BIGINT AS m
-        FROM per_class LEFT JOIN top USING (problem_id) GROUP BY problem_id""")
+               coalesce(any_value(top.m), 0)::BIGINT AS m, any_value(st.stratum) AS stratum
+        FROM per_class LEFT JOIN top USING (problem_id)
+        LEFT JOIN (SELECT problem_id, any_value(stratum) AS stratum FROM {strata} GROUP BY 1) st USING (problem_id)
+        GROUP BY problem_id""")
     model = model or fit(con, "_pooled", prior=prior)
+    con.execute("CREATE OR REPLACE TEMP TABLE _pass_prior (stratum VARCHAR, alpha DOUBLE, beta DOUBLE)")
+    if model.strata:
+        con.executemany("INSERT INTO _pass_prior VALUES (?, ?, ?)", [(s, a, b) for s, a, b, _ in model.strata])
+    log_odds = model.log_odds_sql("c", "m", "v", alpha=f"coalesce(pp.alpha, {model.alpha!r})",
+                                  beta=f"coalesce(pp.beta, {model.beta!r})")
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _modal AS
         WITH score AS (
-            SELECT problem_id, m > c AS outnumbers,
-                   CASE WHEN m = 0 THEN 0.0
-                        ELSE 1 / (1 + exp(-least(700.0, greatest(-700.0, {model.log_odds_sql('c', 'm', 'v')})))) END
+            SELECT problem_id, m > c AND 2 * m >= v - c AS outnumbers,
+                   CASE WHEN m = 0 THEN 0.0 ELSE 1 / (1 + exp(-least(700.0, greatest(-700.0, {log_odds})))) END
                      AS gold_suspicion
-            FROM _pooled)
+            FROM _pooled p LEFT JOIN _pass_prior pp USING (stratum))
         SELECT m.problem_id, m.policy_id, m.shown AS modal_answer, m.n_class / m.n_valid AS modal_share,
                m.answer_class IS NULL AS modal_is_gold, s.gold_suspicion,
                s.gold_suspicion >= {float(threshold)!r} AND s.outnumbers AS gold_suspect
         FROM _mode m JOIN score s USING (problem_id)""")
-    for t in ("_classes", "_mode", "_pooled"):
+    for t in ("_classes", "_mode", "_pooled", "_pass_prior"):
         con.execute(f"DROP TABLE {t}")
     return model

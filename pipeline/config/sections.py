@@ -232,7 +232,7 @@ class AnnotateConfig(Model):
                                        "stage's own process); the flags are the same rows whatever it is")
     gold_suspicion_threshold: float = Field(
         0.5, gt=0, le=1, description="difficulty.gold_suspect is gold_suspicion at or above this (and more rollouts on "
-                                     "the wrong answer than on the gold): gold_suspicion is the posterior probability "
+                                     "the wrong answer than on the gold, and at least half the wrong ones on it): gold_suspicion is the posterior probability "
                                      "that the gold is wrong (pipeline/annotate/gold_suspicion.py; "
                                      "docs/tables.md#suspect-golds)")
     gold_error_prior: float = Field(
