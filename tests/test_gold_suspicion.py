@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from pipeline.annotate.core import annotate_tables
-from pipeline.annotate.gold_suspicion import MIN_FIT, GoldModel, posterior, prepare
+from pipeline.annotate.gold_suspicion import MIN_FIT, MIN_STRATUM, GoldModel, fit, posterior, prepare
 from pipeline.config import AnnotateConfig
 from pipeline.engines import Prompt
 from pipeline.engines.fake import fake_completion
@@ -106,7 +106,7 @@ def test_the_pass_rate_prior_is_each_levels_own() -> None:
     """An easy level the policy solves and a hard one it fails: the same 0 of 8 is evidence on the easy level and
     ordinary on the hard one; a level too small to fit, and a problem without one, take the pooled Beta."""
     rows, levels = [], {}
-    for j in range(2 * MIN_FIT):
+    for j in range(4 * MIN_FIT):  # 40 problems a level: each level's own data outweighs the pooled prior
         q, easy = f"q{j}", j % 2 == 0
         levels[q] = "Level 1" if easy else "Level 5"
         solved = 8 if easy else (1 if j % 4 == 1 else 0)  # easy: always; hard: now and then, wrong answers scatter
@@ -123,7 +123,7 @@ def test_the_pass_rate_prior_is_each_levels_own() -> None:
     score = {r["problem_id"]: r["gold_suspicion"] for r in difficulty.to_pylist()}
     easy, hard, rare, none = (score[problem_id(q)] for q in ("easy?", "hard?", "rare?", "none?"))
     assert easy > 0.5 > hard  # the level decides what 0 of 8 means
-    assert rare == pytest.approx(none)  # "Level 9" has 1 problem: the pooled Beta, as for no level
+    assert rare == pytest.approx(none)  # "Level 9" has 1 problem (under MIN_STRATUM): the pooled Beta, as for none
     assert hard < none < easy
     suspect = {r["problem_id"] for r in difficulty.to_pylist() if r["gold_suspect"]}
     assert problem_id("easy?") in suspect and problem_id("hard?") not in suspect
@@ -131,6 +131,24 @@ def test_the_pass_rate_prior_is_each_levels_own() -> None:
     pooled, _ = annotate_tables(verdicts, rollouts, _tables(rows)[2], config=AnnotateConfig(), verifier_id="v")
     flat = {r["problem_id"]: r["gold_suspicion"] for r in pooled.to_pylist()}
     assert flat[problem_id("easy?")] == pytest.approx(flat[problem_id("hard?")]) == pytest.approx(none)
+
+
+def test_a_small_stratum_is_drawn_towards_the_pooled_pass_rate() -> None:
+    """Strata fitted beside every problem weighted as STRATUM_PRIOR problems: a stratum of 6 always-solved problems
+    sits between the pooled mean and 1, one of 200 nearly at its own, one of 4 (under MIN_STRATUM) is not fitted."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE pooled (problem_id VARCHAR, c BIGINT, m BIGINT, v BIGINT, stratum VARCHAR)")
+    rows = [(f"h{i}", 1 if i % 4 == 0 else 0, 6, 8, "hard") for i in range(200)]  # mostly failed
+    rows += [(f"s{i}", 8, 0, 8, "small") for i in range(6)] + [(f"b{i}", 8, 0, 8, "big") for i in range(200)]
+    rows += [(f"t{i}", 8, 0, 8, "tiny") for i in range(MIN_STRATUM - 1)]
+    con.executemany("INSERT INTO pooled VALUES (?, ?, ?, ?, ?)", rows)
+    model = fit(con, "pooled", prior=0.03)
+    mean = {s: a / (a + b) for s, a, b, _ in model.strata}
+    pooled_mean = model.alpha / (model.alpha + model.beta)
+    assert set(mean) == {"hard", "small", "big"}  # "tiny" takes the pooled Beta
+    assert model.pass_prior("tiny") == (model.alpha, model.beta)
+    assert pooled_mean < mean["small"] < mean["big"]
+    assert mean["big"] > 0.95 and mean["hard"] < 0.2
 
 
 def test_wrong_answers_that_do_not_agree_never_flag() -> None:

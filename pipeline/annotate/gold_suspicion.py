@@ -27,8 +27,9 @@ stands in.
 one they mostly solve, so the pass-rate Beta is also fitted per *stratum* (:func:`strata_sql`): the source and
 its own difficulty label (``problems.level``: ``math Level 5``), or the source and ``figure`` for a question that
 draws or points at a figure (:data:`FIGURE_RE`: text policies fail those alike whatever the key). The
-:data:`MAX_STRATA` biggest strata with at least :data:`MIN_FIT` problems get their own Beta; a problem in another,
-or without a label, takes the pooled one.
+:data:`MAX_STRATA` biggest strata with at least :data:`MIN_STRATUM` problems get their own Beta, fitted to their
+problems plus the pooled ones weighted to :data:`STRATUM_PRIOR` problems (a stratum of 10 is half its own, one of
+200 nearly all); a problem in another stratum, or without a label, takes the pooled Beta.
 
 Pooling treats the policies' rollouts as draws around one pass rate and one wrong-answer share, so two checkpoints
 that repeat each other's mistakes raise the fitted ``q`` and with it what agreement can explain: they count as
@@ -52,8 +53,19 @@ import duckdb
 
 from pipeline.sqltext import sql_literal
 
-__all__ = ["MAX_STRATA", "MIN_FIT", "NORMALISED_SQL", "GoldModel", "classes_sql", "fit", "posterior", "prepare",
-           "strata_sql"]
+__all__ = [
+    "MAX_STRATA",
+    "MIN_FIT",
+    "MIN_STRATUM",
+    "NORMALISED_SQL",
+    "STRATUM_PRIOR",
+    "GoldModel",
+    "classes_sql",
+    "fit",
+    "posterior",
+    "prepare",
+    "strata_sql",
+]
 
 # the normalised form of an extracted answer, in DuckDB (``{x}``: the column)
 NORMALISED_SQL = r"""(CASE
@@ -62,8 +74,10 @@ NORMALISED_SQL = r"""(CASE
         '\s+|\\?\$|\\left|\\right|\\displaystyle|\\[!,;]', '', 'g'), '\\[dt]frac', '\\frac', 'g'),
         '(\.0+)?\.?$', '')""")
 
-MIN_FIT = 20  # problems a Beta needs to be fitted; fewer: Beta(1, 1) (a stratum: the pooled Beta)
+MIN_FIT = 20  # problems a Beta needs to be fitted; fewer: Beta(1, 1)
 MAX_STRATA = 64  # the biggest strata get their own pass-rate Beta; the rest take the pooled one
+MIN_STRATUM = 5  # problems a stratum needs for a Beta of its own
+STRATUM_PRIOR = 10.0  # the pooled problems' weight in a stratum's fit, in problems (10 and 20 compared: docs/tables.md)
 # a question that draws its figure (Asymptote, TikZ, an image) or points at one: text policies fail such problems
 # alike whatever the key, so they are weighed against each other, not against their level
 FIGURE_RE = (r"\[asy\]|\\begin\{tikzpicture\}|\\includegraphics|<img\b|!\[[^\]]*\]\(|"
@@ -160,14 +174,20 @@ def _fit_beta(con: duckdb.DuckDBPyConnection, points: str, *, same: bool = False
 
 def _fit_strata(con: duckdb.DuckDBPyConnection, pooled: str) -> tuple[tuple[str, float, float, int], ...]:
     """The pass-rate Beta of each of the :data:`MAX_STRATA` biggest strata of ``pooled`` (its ``stratum`` column;
-    null: none) with :data:`MIN_FIT` problems or more, fitted as :func:`_fit_beta` fits the pooled one."""
+    null: none) with :data:`MIN_STRATUM` problems or more, fitted as :func:`_fit_beta` fits the pooled one to the
+    stratum's problems plus every problem's, weighted to :data:`STRATUM_PRIOR` problems in all (shrinkage: a small
+    stratum stays near the pooled Beta, a big one is its own)."""
     rows = con.execute(f"""
         WITH pts AS (SELECT stratum, c AS k, v AS n, count(*) AS w FROM {pooled}
                      WHERE v > 0 AND stratum IS NOT NULL GROUP BY ALL),
-        kept AS (SELECT stratum, sum(w)::BIGINT AS problems FROM pts GROUP BY 1 HAVING sum(w) >= {MIN_FIT}
+        everyone AS (SELECT c AS k, v AS n, count(*) AS w FROM {pooled} WHERE v > 0 GROUP BY ALL),
+        kept AS (SELECT stratum, sum(w)::BIGINT AS problems FROM pts GROUP BY 1 HAVING sum(w) >= {MIN_STRATUM}
                  ORDER BY problems DESC, stratum LIMIT {MAX_STRATA}),
+        mixed AS (SELECT stratum, k, n, w::DOUBLE AS w FROM pts JOIN kept USING (stratum)
+                  UNION ALL SELECT kept.stratum, e.k, e.n, e.w * {STRATUM_PRIOR!r} / (SELECT sum(w) FROM everyone)
+                  FROM kept CROSS JOIN everyone e),
         ll AS (SELECT p.stratum, g.a, g.b, sum(p.w * {_agree_sql('p.k', '(p.n - p.k)', '0.0', 'g.a', 'g.b')}) AS ll
-               FROM pts p JOIN kept USING (stratum) CROSS JOIN ({GRID_SQL}) g GROUP BY ALL)
+               FROM mixed p CROSS JOIN ({GRID_SQL}) g GROUP BY ALL)
         SELECT stratum, a, b, problems FROM (
             SELECT *, row_number() OVER (PARTITION BY stratum ORDER BY ll DESC, a, b) AS rank FROM ll)
         JOIN kept USING (stratum) WHERE rank = 1 ORDER BY stratum""").fetchall()

@@ -232,8 +232,9 @@ class AnnotateConfig(Model):
                                        "stage's own process); the flags are the same rows whatever it is")
     gold_suspicion_threshold: float = Field(
         0.5, gt=0, le=1, description="difficulty.gold_suspect is gold_suspicion at or above this (and more rollouts on "
-                                     "the wrong answer than on the gold, and at least half the wrong ones on it): gold_suspicion is the posterior probability "
-                                     "that the gold is wrong (pipeline/annotate/gold_suspicion.py; "
+                                     "the wrong answer than on the gold, and at least half the wrong ones on it): "
+                                     "gold_suspicion is the posterior probability that the gold is wrong "
+                                     "(pipeline/annotate/gold_suspicion.py; "
                                      "docs/tables.md#suspect-golds)")
     gold_error_prior: float = Field(
         0.03, gt=0, lt=1, description="the share of wrong answer keys expected before the rollouts are read: "
