@@ -111,7 +111,7 @@ class GoldModel:
     same: float = 0.0
     fitted_pass_rate: int = 0  # problems each Beta was fitted on (0: Beta(1, 1))
     fitted_agreement: int = 0
-    # the pass-rate Beta per stratum (source and level): (stratum, alpha, beta, problems fitted on)
+    # the pass-rate Beta per stratum (strata_sql): (stratum, alpha, beta, its own problems)
     strata: tuple[tuple[str, float, float, int], ...] = ()
 
     def pass_prior(self, stratum: str | None = None) -> tuple[float, float]:
@@ -156,19 +156,27 @@ def _agree_sql(m: str, r: str, same, a, b) -> str:
             f" + (1 - {same}) * exp({_lbb(m, f'({m} + {r})', a, b)})))")
 
 
+def _argmax_sql(points: str, weights: tuple[float, ...] = (0.0,)) -> str:
+    """SQL: per group ``g`` of ``points`` (a relation of ``g, k, n, w``: weight ``w`` on ``k`` of ``n``), the grid's
+    maximum-likelihood Beta(a, b) of a beta-binomial, mixed with a point mass at 1 of weight ``lam`` in ``weights``
+    (all ``n`` at once, as ``k = n``): ``g, a, b, lam``."""
+    agree = _agree_sql("p.k", "(p.n - p.k)", "grid.lam", "grid.a", "grid.b")
+    return f"""
+        WITH grid AS (SELECT g.a, g.b, l.lam FROM ({GRID_SQL}) g CROSS JOIN (SELECT unnest({list(weights)!r}) AS lam) l),
+        ll AS (SELECT p.g, grid.a, grid.b, grid.lam, sum(p.w * {agree}) AS ll FROM ({points}) p CROSS JOIN grid
+               GROUP BY ALL)
+        SELECT g, a, b, lam FROM (SELECT *, row_number() OVER (PARTITION BY g ORDER BY ll DESC, lam, a, b) AS rank
+                                  FROM ll) WHERE rank = 1 ORDER BY g"""
+
+
 def _fit_beta(con: duckdb.DuckDBPyConnection, points: str, *, same: bool = False) -> tuple[float, float, float, int]:
     """Maximum-likelihood Beta(a, b) of a beta-binomial over ``points`` (a relation of ``k, n``) on the grid; with
     ``same``, mixed with a point mass at 1 of weight :data:`SAME_GRID` (all ``n`` at once, as ``k = n``)."""
     n_points = con.execute(f"SELECT count(*) FROM ({points})").fetchone()[0]
     if n_points < MIN_FIT:
         return 1.0, 1.0, 0.0, 0
-    weights = SAME_GRID if same else (0.0,)
-    a, b, lam = con.execute(f"""
-        WITH pts AS (SELECT k, n, count(*) AS w FROM ({points}) GROUP BY ALL),
-        grid AS (SELECT g.a, g.b, l.lam FROM ({GRID_SQL}) g CROSS JOIN (SELECT unnest({list(weights)!r}) AS lam) l)
-        SELECT g.a, g.b, g.lam FROM grid g, pts
-        GROUP BY g.a, g.b, g.lam ORDER BY sum(w * {_agree_sql('k', '(n - k)', 'g.lam', 'g.a', 'g.b')}) DESC,
-                                          g.lam, g.a, g.b LIMIT 1""").fetchone()
+    grouped = f"SELECT 0 AS g, k, n, count(*) AS w FROM ({points}) GROUP BY ALL"
+    _, a, b, lam = con.execute(_argmax_sql(grouped, SAME_GRID if same else (0.0,))).fetchone()
     return float(a), float(b), float(lam), int(n_points)
 
 
@@ -177,20 +185,19 @@ def _fit_strata(con: duckdb.DuckDBPyConnection, pooled: str) -> tuple[tuple[str,
     null: none) with :data:`MIN_STRATUM` problems or more, fitted as :func:`_fit_beta` fits the pooled one to the
     stratum's problems plus every problem's, weighted to :data:`STRATUM_PRIOR` problems in all (shrinkage: a small
     stratum stays near the pooled Beta, a big one is its own)."""
-    rows = con.execute(f"""
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _strata_points AS
         WITH pts AS (SELECT stratum, c AS k, v AS n, count(*) AS w FROM {pooled}
                      WHERE v > 0 AND stratum IS NOT NULL GROUP BY ALL),
         everyone AS (SELECT c AS k, v AS n, count(*) AS w FROM {pooled} WHERE v > 0 GROUP BY ALL),
         kept AS (SELECT stratum, sum(w)::BIGINT AS problems FROM pts GROUP BY 1 HAVING sum(w) >= {MIN_STRATUM}
-                 ORDER BY problems DESC, stratum LIMIT {MAX_STRATA}),
-        mixed AS (SELECT stratum, k, n, w::DOUBLE AS w FROM pts JOIN kept USING (stratum)
-                  UNION ALL SELECT kept.stratum, e.k, e.n, e.w * {STRATUM_PRIOR!r} / (SELECT sum(w) FROM everyone)
-                  FROM kept CROSS JOIN everyone e),
-        ll AS (SELECT p.stratum, g.a, g.b, sum(p.w * {_agree_sql('p.k', '(p.n - p.k)', '0.0', 'g.a', 'g.b')}) AS ll
-               FROM mixed p CROSS JOIN ({GRID_SQL}) g GROUP BY ALL)
-        SELECT stratum, a, b, problems FROM (
-            SELECT *, row_number() OVER (PARTITION BY stratum ORDER BY ll DESC, a, b) AS rank FROM ll)
-        JOIN kept USING (stratum) WHERE rank = 1 ORDER BY stratum""").fetchall()
+                 ORDER BY problems DESC, stratum LIMIT {MAX_STRATA})
+        SELECT stratum AS g, k, n, w::DOUBLE AS w, problems FROM pts JOIN kept USING (stratum)
+        UNION ALL SELECT kept.stratum, e.k, e.n, e.w * {STRATUM_PRIOR!r} / (SELECT sum(w) FROM everyone), problems
+        FROM kept CROSS JOIN everyone e""")
+    rows = con.execute(f"""SELECT f.g, f.a, f.b, s.problems
+        FROM ({_argmax_sql('SELECT g, k, n, w FROM _strata_points')}) f
+        JOIN (SELECT DISTINCT g, problems FROM _strata_points) s USING (g) ORDER BY f.g""").fetchall()
+    con.execute("DROP TABLE _strata_points")
     return tuple((str(s), float(a), float(b), int(n)) for s, a, b, n in rows)
 
 
