@@ -115,6 +115,12 @@ NOT_ANSWERS = [
     "The answer must be in dollars.",  # a plan
     "So 4 is the answer?",
     "If 4 is the answer, then the total is 8.",
+    # the opening of a worked solution after an echoed "Question: ... Answer:" label (real 7B tool-use dumps); the
+    # sentence's last right-hand side (4) is no answer
+    "Question: Solve $x^2 - 12 = 4$ for $x > 0$.\nAnswer: We start by solving the equation $x^2 - 12 = 4$. "
+    "We will use Python to",
+    "Answer: Let's denote the width by $w$, so that $w + 4 = 2w - 4 = 4$. Then",
+    "The answer is: to find $x$, we set $x - 4 = 4$ and",
 ]
 
 

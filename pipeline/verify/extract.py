@@ -116,6 +116,13 @@ PLAN_WORDS = frozenset((
     "a", "an", "the", "less", "more", "greater", "smaller", "larger", "at", "between", "in", "of", "equal", "positive",
     "negative", "divisible", "expressed", "written", "given", "found", "computed", "calculated", "determined", "rounded",
     "some", "any", "either", "what", "how", "not", "close"))
+# The opening of a worked solution, not of a value: "Answer: We start by solving \\( z^4 + \\dots = 0 \\)", "Answer: Let's
+# denote ...", "the answer is: to find x, we ...". Models that echo a "Question: ... Answer:" template write these; the
+# sentence can end in an equation whose right-hand side would be graded as the answer.
+PLAN_OPENER = re.compile(
+    r"(?i)^\s*+(?:(?:we|i)\s++(?:(?:will|shall|can|must|should|need\s++to|have\s++to|want\s++to|are\s++going\s++to|am\s++going"
+    r"\s++to|first)\s++\w|'ll\s|start|begin|first\b)|we'll\s|i'll\s|let(?:'s|\s++us|\s++me)\s|(?:to|in\s++order\s++to)\s++"
+    r"(?:find|solve|determine|compute|calculate|evaluate|get|answer|figure)\b|first(?:ly)?,\s)")
 _FILLER = re.compile(r"(?i)^(?:also|just|simply|now|then|therefore|thus|so|hence|exactly|clearly|actually|indeed|"
                      r"definitely|certainly|surely|obviously|still)\b,?\s+(?=\S)")
 
@@ -176,10 +183,13 @@ def conditional_before(text: str, pos: int) -> bool:
 
 def states_no_value(span: str, question: bool, *, modal: bool = False) -> bool:
     """A span after an answer phrase that states no answer: a question, a value under a condition ("20 if we
-    count twice"), or after "should be" / "must be" a plan or a property ("an integer", "in dollars"; after "is"
-    such prose is left to the grader's ``prose`` policy, as before)."""
+    count twice"), the opening of a worked solution (:data:`PLAN_OPENER`: "We start by ...", "Let's ..."), or after
+    "should be" / "must be" a plan or a property ("an integer", "in dollars"; after "is" such prose is left to the
+    grader's ``prose`` policy, as before)."""
     # a span past the answer cap (verify.max_answer_chars, 200 by default) is no answer anyway: its head is enough
     if question or CONDITIONAL.search(span, 0, 256):
+        return True
+    if PLAN_OPENER.match(span):  # "Answer: We start by solving ...": a solution begins, no value is stated
         return True
     words = span.split(None, 2)
     return modal and len(words) >= 2 and words[0].lower().strip(",") in PLAN_WORDS

@@ -66,7 +66,8 @@ POLICIES: dict[str, tuple[str, str]] = {
         "math-verify reads a display block, but the last one anywhere, not the one the phrase marks"),
     "hedged_phrase": (
         "an answer phrase in a question ('so the answer is 4?'), a condition ('if the answer is 4, then ...', "
-        "'20 if we count twice') or a plan ('the answer should be an integer') states no answer; an earlier phrase "
+        "'20 if we count twice'), a plan ('the answer should be an integer') or the opening of a worked solution "
+        "('Answer: We start by solving ...', 'Answer: Let's denote ...') states no answer; an earlier phrase "
         "that does counts, else the verdict is no_answer",
         "math-verify takes the last number, which there is a supposition"),
     "doubted_answer": (
