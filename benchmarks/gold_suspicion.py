@@ -88,7 +88,7 @@ def _verdicts(root: Path, params) -> pa.Table:
 
 def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workdir: Path, rate: float = 0.03,
             draws: int = 200, threshold: float | None = None, prior: float | None = None, seed: int = 0,
-            signatures: bool = False, pooled: bool = False) -> Figures:
+            signatures: bool = False, pooled: bool = False, review_precision: float | None = None) -> Figures:
     """The figures of injecting ``rate`` wrong keys into the tables given (verified in ``workdir``)."""
     params_doc = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
                   "policies": {"p": {"model": "embedded"}}, "rollout": {"policies": ["p"]},
@@ -96,6 +96,7 @@ def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workd
     (workdir / "params.yaml").write_text(yaml.safe_dump(params_doc))
     params = load_params(workdir / "params.yaml")
     threshold = params.annotate.gold_suspicion_threshold if threshold is None else threshold
+    review_precision = params.annotate.gold_review_precision if review_precision is None else review_precision
     prior = params.annotate.gold_error_prior if prior is None else prior
     for name, table in (("problems", problems), ("rollouts", rollouts), ("policies", policies)):
         write_table(schema(name).validate(table), workdir / getattr(params.paths, name) / "part-0.parquet", name=name)
@@ -129,7 +130,8 @@ def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workd
             SELECT * FROM clean WHERE problem_id NOT IN (SELECT problem_id FROM drawn)
             UNION ALL SELECT * FROM dirty WHERE problem_id IN (SELECT problem_id FROM drawn)""")
         f.models.append(gold_suspicion.prepare(con, samples="_v", threshold=threshold, prior=prior,
-                                               strata=None if pooled else f"({gold_suspicion.strata_sql('problems')})"))
+                                               strata=None if pooled else f"({gold_suspicion.strata_sql('problems')})",
+                                               review_precision=review_precision))
         sig = _signatures(con) if signatures else {}
         for pid, score, suspect in con.execute("""SELECT problem_id, any_value(gold_suspicion), bool_or(gold_suspect)
                                                   FROM _modal WHERE gold_suspicion IS NOT NULL GROUP BY 1""").fetchall():
@@ -210,13 +212,17 @@ def main() -> None:
                     help="also print the pooled counts (c/m/v) of the missed changed keys and the flagged right ones")
     ap.add_argument("--pooled", action="store_true",
                     help="one pass-rate Beta for every problem (no strata by source and level), for comparison")
+    ap.add_argument("--review-precision", type=float,
+                    help="flag down the ranking at this expected precision (annotate.gold_review_precision); "
+                         "default: annotate.gold_review_precision's default (null: the threshold rule alone)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tables = _tables_of(args.root) if args.root else _embedded_tables(Path(tmp) / "embedded")
         work = Path(tmp) / "work"
         work.mkdir()
         f = measure(*tables, workdir=work, threshold=args.threshold, prior=args.prior, rate=args.rate,
-                    draws=args.draws, seed=args.seed, signatures=args.signatures, pooled=args.pooled)
+                    draws=args.draws, seed=args.seed, signatures=args.signatures, pooled=args.pooled,
+                    review_precision=args.review_precision)
     print(report(f, rate=args.rate))
 
 

@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from pipeline.annotate.core import annotate_tables
-from pipeline.annotate.gold_suspicion import MIN_FIT, MIN_STRATUM, GoldModel, fit, posterior, prepare
+from pipeline.annotate.gold_suspicion import MIN_FIT, MIN_STRATUM, REVIEW_FLOOR, GoldModel, fit, posterior, prepare
 from pipeline.config import AnnotateConfig
 from pipeline.engines import Prompt
 from pipeline.engines.fake import fake_completion
@@ -166,6 +166,65 @@ def test_wrong_answers_that_do_not_agree_never_flag() -> None:
            con.execute("SELECT problem_id, gold_suspicion, gold_suspect FROM _modal").fetchall()}
     assert got["scattered"][0] >= 0.5 and not got["scattered"][1]
     assert got["agree"][1] and got["half"][1]
+
+
+def _review_reference(scores: dict[str, tuple[float, bool, bool]], threshold: float, precision: float) -> set[str]:
+    """The review rule written out in Python: flag (score, outnumbers, two or more on the wrong answer) at or above
+    the threshold, then every outnumbering problem with two or more on the wrong answer scored REVIEW_FLOOR or more,
+    most suspect first, while the running mean score holds."""
+    flagged = {q for q, (s, out, _) in scores.items() if out and s >= threshold}
+    ranked = sorted((q for q, (s, out, two) in scores.items() if out and two and s >= REVIEW_FLOOR),
+                    key=lambda q: (-scores[q][0], q))
+    total = 0.0
+    for i, q in enumerate(ranked, 1):
+        total += scores[q][0]
+        if total / i < precision:
+            break
+        flagged.add(q)
+    return flagged
+
+
+def test_the_review_precision_flags_down_the_ranking_at_a_stated_expected_precision() -> None:
+    """annotate.gold_review_precision: beyond the threshold rule, more keys down the ranking while the mean score of the
+    flagged (their expected share of wrong keys) stays at the target; ties, scattered answers and problems scored under
+    REVIEW_FLOOR never join, nor a single rollout on the wrong answer, and without it the flags are the threshold
+    rule's."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE s (problem_id VARCHAR, policy_id VARCHAR, status VARCHAR, extracted VARCHAR)")
+    rows = []
+    for m in range(1, 9):  # 0 on the key, m of 8 on one wrong answer, the rest scattered; and 1 or 2 on the key
+        for c in (0, 1, 2):
+            if c + m <= 8:
+                q = f"c{c}m{m}"
+                rows += [(q, "correct", "5")] * c + [(q, "incorrect", "6")] * m
+                rows += [(q, "incorrect", str(40 + i)) for i in range(8 - c - m)]
+    rows += [("lone", "incorrect", "6")]  # one valid rollout, on a wrong answer
+    rows += [("tie", "correct", "5")] * 4 + [("tie", "incorrect", "6")] * 4
+    con.executemany("INSERT INTO s VALUES (?, 'A', ?, ?)", rows)
+    model = GoldModel(prior=0.03, alpha=3.0, beta=1.0, a=2.0, b=2.0)
+
+    def flags(precision: float | None) -> tuple[dict[str, tuple[float, bool]], set[str]]:
+        prepare(con, samples="s", threshold=0.5, prior=0.03, model=model, review_precision=precision)
+        got = con.execute("SELECT problem_id, gold_suspicion, gold_suspect FROM _modal").fetchall()
+        return {q: s for q, s, _ in got}, {q for q, _, f in got if f}
+
+    scores, plain = flags(None)
+    counts = {q: (int(q[1]), int(q[3]), 8) for q in scores if q[0] == "c"} | {"tie": (4, 4, 8), "lone": (0, 1, 1)}
+    by_rule = {q: (scores[q], m > c and 2 * m >= v - c, m >= 2) for q, (c, m, v) in counts.items()}
+    assert plain == {q for q, (s, out, _) in by_rule.items() if out and s >= 0.5}
+    assert 0 < len(plain) < len(scores)
+    # problems between REVIEW_FLOOR and the threshold exist, so the review has something to add
+    assert any(REVIEW_FLOOR <= s < 0.5 and out and two for s, out, two in by_rule.values())
+    assert by_rule["lone"][0] >= REVIEW_FLOOR and by_rule["lone"][1]  # scored and outnumbering, yet one rollout
+    previous = plain
+    for precision in (0.9, 0.7, 0.5, 0.3):
+        _, got = flags(precision)
+        assert got == _review_reference(by_rule, 0.5, precision)
+        assert got >= previous and not {"tie", "lone"} & got  # a lower target only adds; a tie or one rollout never
+        assert all(scores[q] >= REVIEW_FLOOR for q in got)
+        assert sum(scores[q] for q in got) / len(got) >= min(precision, min(scores[q] for q in plain))
+        previous = got
+    assert len(previous) > len(plain)
 
 
 def _fake_run(n_items: int, k: int, correct_rate: float):

@@ -38,6 +38,13 @@ correlated witnesses, not independent ones. The posterior is
 format-valid. ``gold_suspect``: the posterior at or above ``annotate.gold_suspicion_threshold``, more rollouts on
 the wrong answer than on the gold (``m > c``: a tie never flags), and the wrong rollouts agreeing (``m`` at least
 half of ``v - c``: scattered wrong answers say the policies cannot do the problem, not that the key is wrong).
+That flags a key more likely wrong than right. A review wants more of the wrong keys at a known cost: with
+``annotate.gold_review_precision`` (say 0.5), the flag also goes down the ranking, most suspect first, over the
+problems that meet the two count rules with two rollouts or more on the wrong answer and score
+:data:`REVIEW_FLOOR` or more, as long as the mean score of the problems flagged so far (the expected share of
+wrong keys among them: the score is calibrated) stays at or above it. On MATH-500 with 9 checkpoints this takes
+the recall of injected wrong keys from about 0.52 to 0.73 and the precision from 0.97 to 0.56
+(docs/tables.md#suspect-golds).
 
 It still cannot tell a wrong key from policies that are confidently wrong the same way on a problem of a stratum
 they usually solve; the sum of the posteriors is the number of wrong keys the model expects (over the flagged
@@ -58,6 +65,7 @@ __all__ = [
     "MIN_FIT",
     "MIN_STRATUM",
     "NORMALISED_SQL",
+    "REVIEW_FLOOR",
     "STRATUM_PRIOR",
     "GoldModel",
     "classes_sql",
@@ -82,6 +90,8 @@ STRATUM_PRIOR = 10.0  # the pooled problems' weight in a stratum's fit, in probl
 # alike whatever the key, so they are weighed against each other, not against their level
 FIGURE_RE = (r"\[asy\]|\\begin\{tikzpicture\}|\\includegraphics|<img\b|!\[[^\]]*\]\(|"
              r"(?i:\b(in|from) the (diagram|figure|picture|graph)\b|\b(diagram|figure) (below|above|shown)\b)")
+# with annotate.gold_review_precision, a problem scored below this is never flagged however sure the ones above it are
+REVIEW_FLOOR = 0.1
 SAME_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 KEY_MISS = 19.0  # a wrong key's share of the other rollouts ~ Beta(1, KEY_MISS): mean 5 %
 # the fit's grid: mean 0.01..0.99, concentration 10^-1..10^3 (41 steps)
@@ -230,11 +240,29 @@ def classes_sql(samples: str) -> str:
         FROM {samples} WHERE status IN ('correct', 'incorrect') GROUP BY ALL"""
 
 
+def _suspects_sql(score: str, threshold: float, review_precision: float | None) -> str:
+    """``score`` (problem_id, outnumbers, witnessed, gold_suspicion) with ``gold_suspect``: outnumbering and at or
+    above ``threshold``; with a ``review_precision``, also every outnumbering problem with two rollouts or more on
+    the wrong answer (``witnessed``: one rollout is no agreement) scored :data:`REVIEW_FLOOR` or more, down the
+    ranking (most suspect first) while the mean score of the problems ranked so far, the expected share of wrong
+    keys among them, is at least ``review_precision``."""
+    rule = f"outnumbers AND gold_suspicion >= {float(threshold)!r}"
+    if review_precision is None:
+        return f"SELECT *, {rule} AS gold_suspect FROM {score}"
+    candidate = f"outnumbers AND witnessed AND gold_suspicion >= {REVIEW_FLOOR!r}"
+    return f"""SELECT * EXCLUDE (running), {rule} OR ({candidate} AND running >= {float(review_precision)!r}) AS gold_suspect
+        FROM (SELECT *, avg(gold_suspicion) FILTER (WHERE {candidate}) OVER (
+                  ORDER BY {candidate} DESC, gold_suspicion DESC, problem_id ROWS UNBOUNDED PRECEDING) AS running
+              FROM {score})"""
+
+
 def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float, prior: float,
-            model: GoldModel | None = None, strata: str | None = None) -> GoldModel:
+            model: GoldModel | None = None, strata: str | None = None,
+            review_precision: float | None = None) -> GoldModel:
     """Create ``_modal`` (problem_id, policy_id, modal_answer, modal_share, modal_is_gold, gold_suspicion,
     gold_suspect) from the verdict rows in ``samples``; the model is fitted on them unless ``model`` is given.
     ``strata``: a relation of ``problem_id, stratum`` (:func:`strata_sql`); None: one pass-rate Beta for all.
+    ``review_precision``: flag further down the ranking at that expected precision (:func:`_suspects_sql`).
     Returns the model used."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _classes AS {classes_sql(samples)}")
     con.execute("""CREATE OR REPLACE TEMP TABLE _mode AS
@@ -261,14 +289,14 @@ def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float, p
                                   beta=f"coalesce(pp.beta, {model.beta!r})")
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _modal AS
         WITH score AS (
-            SELECT problem_id, m > c AND 2 * m >= v - c AS outnumbers,
+            SELECT problem_id, m > c AND 2 * m >= v - c AS outnumbers, m >= 2 AS witnessed,
                    CASE WHEN m = 0 THEN 0.0 ELSE 1 / (1 + exp(-least(700.0, greatest(-700.0, {log_odds})))) END
                      AS gold_suspicion
             FROM _pooled p LEFT JOIN _pass_prior pp USING (stratum))
         SELECT m.problem_id, m.policy_id, m.shown AS modal_answer, m.n_class / m.n_valid AS modal_share,
                m.answer_class IS NULL AS modal_is_gold, s.gold_suspicion,
-               s.gold_suspicion >= {float(threshold)!r} AND s.outnumbers AS gold_suspect
-        FROM _mode m JOIN score s USING (problem_id)""")
+               s.gold_suspect
+        FROM _mode m JOIN ({_suspects_sql('score', threshold, review_precision)}) s USING (problem_id)""")
     for t in ("_classes", "_mode", "_pooled", "_pass_prior"):
         con.execute(f"DROP TABLE {t}")
     return model

@@ -236,6 +236,13 @@ class AnnotateConfig(Model):
                                      "gold_suspicion is the posterior probability that the gold is wrong "
                                      "(pipeline/annotate/gold_suspicion.py; "
                                      "docs/tables.md#suspect-golds)")
+    gold_review_precision: float | None = Field(
+        None, gt=0, le=1, description="null: gold_suspect is the threshold rule above. A share (0.5): gold_suspect also "
+                                      "flags down the ranking, most suspect first (gold_suspicion 0.1 and up, the same "
+                                      "count rules, two rollouts or more on the wrong answer), while the expected "
+                                      "share of wrong keys among the flagged (their mean gold_suspicion) stays at "
+                                      "least this: more wrong keys found, more right ones flagged "
+                                      "(docs/tables.md#suspect-golds)")
     gold_error_prior: float = Field(
         0.03, gt=0, lt=1, description="the share of wrong answer keys expected before the rollouts are read: "
                                       "gold_suspicion's prior (public audits of GSM8K and MATH found a few per cent)")

@@ -161,7 +161,8 @@ def _suspect_golds(dataset: Dataset) -> list[str]:
         f"{suspect} of {items} items are `gold_suspect`: more of the rollouts agree on one answer that is not the gold",
         "than reach the gold, and `gold_suspicion`, the probability that the key is wrong given every policy's",
         "rollouts (a model fitted to this run's own answers, with a prior of a few per cent of wrong keys), is at or",
-        f"above its threshold. The score expects {expected:.1f} wrong keys in these {items} items and "
+        "above its threshold (or, where passband's `annotate.gold_review_precision` is set, ranks where the flagged",
+        f"items' mean score still reaches that share). The score expects {expected:.1f} wrong keys in these {items} items and "
         f"{expected_suspect:.1f} among the flagged ones"
         + (f" ({expected_suspect / expected:.0%} of them)." if expected > 0 else "."),
         "Where the policies are weak or sampled once, agreement on a wrong answer is common and proves little,",
