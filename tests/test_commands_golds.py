@@ -62,6 +62,11 @@ def test_min_score_adds_problems_and_csv_is_a_spreadsheet(root, tmp_path):
                                                       "WHERE gold_suspicion IS NOT NULL", root=root)["n"][0]
     assert len(rows) == scored == 2
     assert [r["problem_id"] for r in rows] == ["p_0000000000000007", "p_0000000000000006"]  # the most suspect first
+    # the running mean of the scores: what a reviewer who stops at this row can expect to find wrong
+    scores = [float(r["gold_suspicion"]) for r in rows]
+    assert [float(r["expected_precision"]) for r in rows] == pytest.approx(
+        [round(sum(scores[:i + 1]) / (i + 1), 4) for i in range(len(scores))], abs=1e-4)
+    assert float(rows[1]["expected_precision"]) < float(rows[0]["expected_precision"])
     assert isinstance(json.loads(rows[0]["policies"]), list) and rows[0]["review"] == ""
 
 

@@ -1,11 +1,13 @@
 """``passband golds``: the review queue of suspect answer keys, a file a person works through.
 
 One row per problem, most suspect first: its source, question, gold and the gold lint's findings
-(``gold_issues``), ``gold_suspicion`` (the probability that the key is wrong, pipeline/annotate/gold_suspicion.py)
-and ``gold_suspect``, and per policy its pass rate and answer distribution (every extracted answer of the counted
-rollouts with its verdict and count, most frequent first). Two empty columns are for the reviewer: ``review``
-(``key_ok``, ``key_wrong`` or ``unsure``) and ``corrected_gold``. By default the flagged problems; ``--min-score``
-adds every problem scored at least that. Read-only over the catalog's views; the file is written atomically.
+(``gold_issues``), ``gold_suspicion`` (the probability that the key is wrong, pipeline/annotate/gold_suspicion.py),
+``gold_suspect``, ``expected_precision`` (the mean score of this row and the ones above it: the share of wrong keys
+the score expects among them, where a reviewer can choose to stop), and per policy its pass rate and answer
+distribution (every extracted answer of the counted rollouts with its verdict and count, most frequent first). Two
+empty columns are for the reviewer: ``review`` (``key_ok``, ``key_wrong`` or ``unsure``) and ``corrected_gold``. By
+default the flagged problems; ``--min-score`` adds every problem scored at least that. Read-only over the catalog's
+views; the file is written atomically.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ per_policy AS (
 SELECT q.problem_id, any_value(p.source) AS source, any_value(p.question) AS question, any_value(p.answer) AS gold,
        any_value(p.gold_issues) AS gold_issues, round(any_value(q.gold_suspicion), 4) AS gold_suspicion,
        any_value(q.gold_suspect) AS gold_suspect,
+       round(avg(any_value(q.gold_suspicion)) OVER (ORDER BY any_value(q.gold_suspicion) DESC, q.problem_id
+                                                     ROWS UNBOUNDED PRECEDING), 4) AS expected_precision,
        list({'policy': pp.policy, 'pass_rate': pp.pass_rate, 'n': pp.n, 'answers': pp.answers} ORDER BY pp.policy)
          AS policies,
        NULL::VARCHAR AS review, NULL::VARCHAR AS corrected_gold
