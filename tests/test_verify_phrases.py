@@ -298,3 +298,31 @@ def test_and_lists_only_against_a_list_of_as_many():
 
     assert and_list("3,4,5", "3 and 4") is None and and_list("12", "3 and 4") is None
     assert and_list("(1,2),(3,4)", "(1,2) and (3,4)") == "(1,2), (3,4)"
+
+
+SUBJECT_VALUES = [
+    # (gold, completion, extracted); made-up forms of a real ending (rl-sft 7B, MATH-500: "**Final answer**: The
+    # correct value of $k$ is $2$", graded incorrect before)
+    ("2", "6. **Final answer**: The correct value of $k$ is $2$. This can be verified by substituting.",
+     "The correct value of $k$ is $2$"),
+    ("12", "Final answer: The number of ways is 12.", "The number of ways is 12"),
+    ("\\frac{1}{2}", "The answer is: the probability is $\\frac{1}{2}$.", "the probability is $\\frac{1}{2}$"),
+]
+
+
+@pytest.mark.parametrize(("gold", "completion", "extracted"), SUBJECT_VALUES, ids=[c[1][:30] for c in SUBJECT_VALUES])
+def test_a_subject_then_its_value_is_graded_by_the_value(gold, completion, extracted):
+    [j] = judge_many([(gold, completion)], RULES)
+    assert (j.status, j.extracted) == ("correct", extracted), j
+    assert "subject_value" in policies_in(j.detail), j
+
+
+@pytest.mark.parametrize("completion", [
+    "Final answer: the number of ways is not 12.",  # a qualified value states no value
+    "Final answer: the number of ways is less than 12.",
+    "Final answer: the number of ways is 12 if we count the first day twice.",  # under a condition
+    "Final answer: the number of ways is 13, which is 12 more than 1.",  # "which is": last_rhs's, and 12 is not it
+])
+def test_a_qualified_subject_value_is_not_paid(completion):
+    [j] = judge_many([("12", completion)], RULES)
+    assert j.status != "correct", j

@@ -176,6 +176,26 @@ def strip_dollars(a: str) -> str:
     return a
 
 
+# "The number of ways is 12", "the correct value of $k$ is $2$": a subject, then its value. The subject starts with
+# "the" (a noun phrase, up to 12 words); the value is what follows the first "is" / "equals", unless it opens with
+# a word that qualifies it ("not 12", "less than 12", "an integer") or holds another verb (a second clause).
+_SUBJECT_IS = re.compile(r"(?i)^(?:the|our|my)\s++(?:[^\s=]++\s++){0,12}?(?:is|equals)\s++(?P<value>\S.*)$")
+_QUALIFIED = re.compile(r"(?i)^(?:not|never|no|neither|less|more|greater|smaller|larger|at|between|about|around|"
+                        r"approximately|roughly|nearly|almost|close|an?|the|some|any|either|in|of|equal|given|"
+                        r"positive|negative|divisible|undefined|unknown)\b")
+_ANOTHER_VERB = re.compile(r"(?i)\b(?:is|are|was|were|equals|if|when|because|since|but)\b")
+
+
+def subject_value(a: str) -> str | None:
+    """The value of ``the <subject> is <value>`` (see :data:`_SUBJECT_IS`), or None when ``a`` is not that."""
+    if not (m := _SUBJECT_IS.match(a)) or _WHICH_IS.search(a):  # "..., which is 12" is last_rhs's
+        return None
+    value = m.group("value").strip()
+    if _QUALIFIED.match(value.lstrip("$\\( ")) or _ANOTHER_VERB.search(value):
+        return None
+    return value
+
+
 @lru_cache(maxsize=65536)  # answers repeat across a problem's k samples
 def normalize(answer: str, *, keep_equation: bool = False, strip_units: bool = False) -> tuple[str, tuple[str, ...]]:
     """The answer as it is compared, and the policies (:data:`~pipeline.verify.policies.POLICIES`) that shaped it:
@@ -189,6 +209,9 @@ def normalize(answer: str, *, keep_equation: bool = False, strip_units: bool = F
             a = a.replace(c, latex)
         a = a.replace(" $", "$").strip()
         fired.append("unicode_math")
+    if not keep_equation and (value := subject_value(a)) is not None:
+        a = value.rstrip(".").strip()
+        fired.append("subject_value")
     if (a.startswith("\\(") and a.endswith("\\)")) or (a.startswith("\\[") and a.endswith("\\]")):
         a = a[2:-2].strip()
     if strip_units and not _UNIT_WORDS.match(a) and (cut := _unit_tail(a)) > 0:

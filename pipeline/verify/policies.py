@@ -47,6 +47,11 @@ POLICIES: dict[str, tuple[str, str]] = {
         "an answer that is an equation (`4 + 2 + 10 = 24`, `x = 5`) is graded by its last right-hand side, "
         "unless the gold is an equation too; '..., which is 12' by what follows 'which is'",
         "math-verify compares the whole equation with a value gold"),
+    "subject_value": (
+        "an answer that names its subject and then its value (`The number of ways is 12`, `the correct value of $k$ "
+        "is $2$`: 'the', up to 12 words, 'is' or 'equals') is graded by the value, unless the value opens with a "
+        "word that qualifies it (`not 12`, `less than 12`, `an integer`) or holds another clause",
+        "math-verify reads the whole sentence as a product of symbols and compares it with the gold"),
     "modal_answer": (
         "'the answer should be', 'would be', 'must be' mark a final answer as 'the answer is' does",
         "math-verify takes the last number or formula, which is the marked answer only when nothing follows it"),
