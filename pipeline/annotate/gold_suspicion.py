@@ -43,7 +43,7 @@ That flags a key more likely wrong than right. A review wants more of the wrong 
 problems that meet the two count rules with two rollouts or more on the wrong answer and score
 :data:`REVIEW_FLOOR` or more, as long as the mean score of the problems flagged so far (the expected share of
 wrong keys among them: the score is calibrated) stays at or above it. On MATH-500 with 9 checkpoints this takes
-the recall of injected wrong keys from about 0.52 to 0.73 and the precision from 0.97 to 0.56
+the recall of injected wrong keys from about 0.52 to 0.73 and the precision from 0.97 to 0.57
 (docs/tables.md#suspect-golds).
 
 It still cannot tell a wrong key from policies that are confidently wrong the same way on a problem of a stratum
