@@ -326,3 +326,45 @@ def test_a_subject_then_its_value_is_graded_by_the_value(gold, completion, extra
 def test_a_qualified_subject_value_is_not_paid(completion):
     [j] = judge_many([("12", completion)], RULES)
     assert j.status != "correct", j
+
+
+STATED_VALUES = [
+    # (gold, completion, extracted); made-up forms of real endings (QwQ-32B and Qwen2.5-32B on GSM8K,
+    # thinking-llms-interp: "**Answer:** Jenny eats **9 cookies**.", graded incorrect before)
+    ("9", "</think>\n\n36 - 27 = **9 cookies**\n\n**Answer:** Jenny eats **9 cookies**.", "Jenny eats 9 cookies"),
+    ("4", "Answer: It will take the child 4 days to save enough money.",
+     "It will take the child 4 days to save enough money"),
+    ("27000", "**Answer:** Jean paid **$27,000**.", "Jean paid $27,000"),
+    ("360", "**Answer:** John paid \\$360 in total.", "John paid \\$360 in total"),
+    ("3", "The answer is Peter can go to the movies 3 times this week.", "Peter can go to the movies 3 times this week"),
+    ("2", "Answer: Each child will get 2 chocolate bars.", "Each child will get 2 chocolate bars"),
+]
+
+
+@pytest.mark.parametrize(("gold", "completion", "extracted"), STATED_VALUES, ids=[c[1][-30:] for c in STATED_VALUES])
+def test_a_sentence_that_states_one_number_is_graded_by_it(gold, completion, extracted):
+    [j] = judge_many([(gold, completion)], RULES, thinking="auto")
+    assert (j.status, j.extracted) == ("correct", extracted), j
+    assert "stated_value" in policies_in(j.detail), j
+
+
+@pytest.mark.parametrize("completion", [
+    "Answer: The zookeeper needs to order 3 crates to last for 2 months.",  # two numbers: which one is unsaid
+    "Answer: Harry slept 3 more hours than James.",  # a comparison, not the value itself
+    "Answer: She needs at least 3 boxes.",  # a bound
+    "Answer: It takes about 3 hours.",  # an estimate
+    "Answer: Peter cannot go 3 times this week.",  # a negation
+    "Answer: Maybe Peter goes 3 times.",  # a hedge
+    "Answer: If she saves more, it takes 3 days.",  # a condition
+    "Answer: Step 3: divide the total by the price.",  # the opening of working
+    "Answer: Peter has 3 times as many apples.",  # a multiplier
+])
+def test_a_sentence_with_a_qualified_or_second_number_is_not_paid(completion):
+    [j] = judge_many([("3", completion)], RULES)
+    assert j.status != "correct", j
+    assert "stated_value" not in policies_in(j.detail or ""), j
+
+
+def test_a_stated_value_needs_a_gold_without_words():
+    [j] = judge_many([("\\text{Evelyn}", "Answer: Evelyn ran 3 laps.")], RULES)  # a word gold: the sentence whole
+    assert "stated_value" not in policies_in(j.detail or "") and j.status != "correct", j

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from pipeline.numbers import NUMBER_WORDS, WRITTEN, without_separators, words_value
+from pipeline.numbers import NUMBER_WORDS, PLAIN, STRICT, WRITTEN, without_separators, words_value
 
 # linear on any text: a whitespace run is entered only at its start; the trailing dollars are stripped, not matched
 _PERCENT = re.compile(r"(?<!\s)\s*+\\?%\s*+$")
@@ -196,6 +196,37 @@ def subject_value(a: str) -> str | None:
     return value
 
 
+# "Jenny eats 9 cookies", "It will take the child 4 days to save enough money", "Jean paid $27,000": a sentence of
+# plain words that states one number after its subject. Not when it holds a second number or any math, a negation,
+# a hedge or a condition, or a word that qualifies the number or computes with it ("3 more hours than James", "at
+# least 3", "about 3", "3 times as many"): then the sentence is graded whole, as before (precision first).
+_STATED_NUMBER = re.compile(rf"^(?:\\?\$|€|£)?(-?{STRICT}(?:/{PLAIN})?)(?:\\?%)?[,.;!?]?$")
+_STATED_WORD = re.compile(r"^[A-Za-z'’-]+[,.;!?]?$")
+_STATED_REFUSED = frozenset((
+    "not", "no", "never", "cannot", "can't", "isn't", "won't", "doesn't", "don't", "didn't", "aren't", "wasn't",
+    "neither", "nor", "either", "or", "if", "unless", "when", "whether", "but", "however", "although", "except",
+    "wait", "maybe", "perhaps", "probably", "possibly", "might", "think", "guess", "believe", "seems", "suppose",
+    "assume", "assuming", "check", "verify", "step", "question", "problem", "example", "approximately", "about",
+    "around", "roughly", "nearly", "almost", "least", "most", "over", "under", "than", "between", "within", "up",
+    "more", "less", "fewer", "greater", "smaller", "larger", "as", "twice", "half", "plus", "minus", "divided",
+    "product", "sum", "difference", "quotient", "mod", "equal", "equals", "ratio"))
+
+
+def stated_value(a: str) -> str | None:
+    """The number that a sentence of plain words states after its subject (see :data:`_STATED_NUMBER`), or None."""
+    tokens = a.replace("**", "").split()
+    numbers = [i for i, t in enumerate(tokens) if any(c.isdigit() for c in t)]
+    if len(tokens) < 3 or len(numbers) != 1 or numbers[0] == 0:  # a leading number is unit_words' ("12 apples")
+        return None
+    i = numbers[0]
+    if not (m := _STATED_NUMBER.match(tokens[i].strip("$") if tokens[i].count("$") == 2 else tokens[i])):
+        return None
+    words = tokens[:i] + tokens[i + 1:]
+    if not all(_STATED_WORD.match(w) and w.strip(",.;!?").lower() not in _STATED_REFUSED for w in words):
+        return None
+    return m.group(1)
+
+
 @lru_cache(maxsize=65536)  # answers repeat across a problem's k samples
 def normalize(answer: str, *, keep_equation: bool = False, strip_units: bool = False) -> tuple[str, tuple[str, ...]]:
     """The answer as it is compared, and the policies (:data:`~pipeline.verify.policies.POLICIES`) that shaped it:
@@ -212,6 +243,9 @@ def normalize(answer: str, *, keep_equation: bool = False, strip_units: bool = F
     if not keep_equation and (value := subject_value(a)) is not None:
         a = value.rstrip(".").strip()
         fired.append("subject_value")
+    elif not keep_equation and strip_units and (value := stated_value(a)) is not None:
+        a = value
+        fired.append("stated_value")
     if (a.startswith("\\(") and a.endswith("\\)")) or (a.startswith("\\[") and a.endswith("\\]")):
         a = a[2:-2].strip()
     if strip_units and not _UNIT_WORDS.match(a) and (cut := _unit_tail(a)) > 0:

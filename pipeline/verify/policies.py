@@ -52,6 +52,12 @@ POLICIES: dict[str, tuple[str, str]] = {
         "is $2$`: 'the', up to 12 words, 'is' or 'equals') is graded by the value, unless the value opens with a "
         "word that qualifies it (`not 12`, `less than 12`, `an integer`) or holds another clause",
         "math-verify reads the whole sentence as a product of symbols and compares it with the gold"),
+    "stated_value": (
+        "against a gold with no words, an answer sentence of plain words that states one number after its subject "
+        "(`Jenny eats 9 cookies`, `It will take the child 4 days to save enough money`, `Jean paid $27,000`) is "
+        "graded by that number; not when it holds a second number or any math, a negation, a hedge or a condition, "
+        "or a word that qualifies the number or computes with it (`3 more hours than James`, `at least 3`, `about 3`)",
+        "math-verify reads the whole sentence as a product of symbols and compares it with the gold"),
     "modal_answer": (
         "'the answer should be', 'would be', 'must be' mark a final answer as 'the answer is' does",
         "math-verify takes the last number or formula, which is the marked answer only when nothing follows it"),

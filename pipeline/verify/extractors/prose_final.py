@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from pipeline import numbers
+from pipeline.verify.answer_text import stated_value
 from pipeline.verify.extract import ANSWER_SPAN_CHARS, CONDITIONAL, Extractor, conditional_before, register
 
 # prose_final: the last sentence's value, when the sentence concludes ("So", "Therefore", ...) or states it ("is",
@@ -15,7 +16,9 @@ _STATES = re.compile(r"(?i)(?:\b(?:is|are|was|were|equals?|comes\s+to|totals?|ma
                      r"earns?|earned|pays?|paid|spends?|spent|needs?|gets?|got)\b|=)")
 _PLAN = re.compile(r"(?i)\b(?:let\s+me|let's|let\s+us|I\s+will|I'll|we\s+will|we'll|we\s+need|next|need\s+to|"
                    r"have\s+to|going\s+to|should\s+we)\b")
-_PROSE_VALUE = re.compile(r"\$(?:\\\$|[^$]){1,200}\$|\\?\$?-?" + numbers.WRITTEN)
+# a fraction written inline ("4/9") is one value, not its denominator
+_PROSE_VALUE = re.compile(r"\$(?:\\\$|[^$]){1,200}\$|\\\((?:(?!\\\)).){1,200}\\\)|\\?\$?-?" + numbers.STRICT
+                          + "(?:/" + numbers.PLAIN + ")?")
 _UNIT_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 # a word right before the value (not after "=") or among the words after it that makes the value part of a relation
 _RELATION_BEFORE = frozenset(("than", "of", "times", "by", "from", "plus", "minus", "and", "or", "over", "divided",
@@ -50,15 +53,20 @@ class ProseFinal(Extractor):
         if cond and re.search(r"(?i)\b(?:answer|result)\b", sentence[cond.end():]):  # a supposition about the answer
             return None
         sentence = sentence.rstrip(".!").rstrip()
+        concludes = _CONCLUSION.search(sentence)
         values = list(_PROSE_VALUE.finditer(sentence))
         if not values:
             return None
         value = values[-1]
         head, tail = sentence[:value.start()], sentence[value.end():].split()
         before = set() if head.rstrip().endswith("=") else {w.lower().strip(",") for w in head.split()[-2:]}
+        if head.lower().rstrip().endswith("total of"):  # "a total of 140 flowers": a count, not a relation
+            before.discard("of")
         if (before & _RELATION_BEFORE or conditional_before(sentence, value.start()) or len(tail) > _MAX_TAIL_WORDS
                 or any(not _UNIT_WORD.fullmatch(w) or w.lower() in _RELATION_AFTER for w in tail)):
-            return None
-        if not (_CONCLUSION.search(sentence) or _STATES.search(head)):
+            # a concluding sentence that states one number in plain words ("Therefore, Kelly will have 90 cents left
+            # after buying the can of pop"): that number (answer_text.stated_value's rules)
+            return stated_value(sentence[concludes.end():].lstrip(" ,")) if concludes else None
+        if not (concludes or _STATES.search(head)):
             return None
         return value.group().strip() or None
