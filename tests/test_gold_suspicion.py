@@ -87,6 +87,24 @@ def test_modal_answer_share_and_pooled_score() -> None:
     assert q5["gold_suspicion"] == pytest.approx(posterior(uniform, 0, 8, 8), rel=1e-9)
 
 
+@pytest.mark.parametrize(("forms", "same"), [
+    # real forms of one wrong answer from four reasoning models on GSM8K (thinking-llms-interp): a unit is no class
+    (["135\\, \\text{kWh}", "135", "135 \\text{ kWh}", "$135$"], True),
+    (["\\$42,\\!000", "42,\\!000", "42000 \\text{ dollars}"], True),
+    (["25\\%", "25", "25 \\%"], True),
+    (["30^\\circ", "30", "30^{\\circ}", "30°"], True),
+    (["2x", "2"], False),  # a symbol after a number is math, not a unit
+    (["5 \\text{cm}^2", "5"], False),  # a unit with a power is left whole
+    (["12", "12.5 \\text{ m}"], False),
+])
+def test_a_unit_is_no_part_of_an_answers_class(forms, same) -> None:
+    from pipeline.annotate.gold_suspicion import NORMALISED_SQL
+
+    classes = {duckdb.execute(f"SELECT {NORMALISED_SQL.format(x='x')} FROM (SELECT ? AS x)", [f]).fetchone()[0]
+               for f in forms}
+    assert (len(classes) == 1) == same, classes
+
+
 def test_the_model_is_fitted_to_the_run() -> None:
     """Many items of a weak policy that repeats one wrong answer: the fit learns it, and such agreement flags none."""
     rows = []

@@ -58,6 +58,7 @@ from math import exp, lgamma, log
 
 import duckdb
 
+from pipeline.numbers import IN_TEXT_SQL
 from pipeline.sqltext import sql_literal
 
 __all__ = [
@@ -75,12 +76,15 @@ __all__ = [
     "strata_sql",
 ]
 
-# the normalised form of an extracted answer, in DuckDB (``{x}``: the column)
+# the normalised form of an extracted answer, in DuckDB (``{x}``: the column). A number's unit is no part of its
+# class: "135 \text{ kWh}", "135" and "135\,\text{kWh}" are one wrong answer (three policies that agree), as are
+# "25\%" and "25", "30^\circ" and "30"
 NORMALISED_SQL = r"""(CASE
     WHEN regexp_matches(n0, '^-?\d{{1,3}}(,\d{{3}})+(\.\d+)?$') THEN replace(n0, ',', '')
-    ELSE n0 END)""".replace("n0", r"""regexp_replace(regexp_replace(regexp_replace(lower({x}),
+    ELSE n0 END)""".replace("n0", r"""regexp_replace(regexp_replace(regexp_replace(regexp_replace(lower({x}),
         '\s+|\\?\$|\\left|\\right|\\displaystyle|\\[!,;]', '', 'g'), '\\[dt]frac', '\\frac', 'g'),
-        '(\.0+)?\.?$', '')""")
+        '^(NUMBER)(\\(text|mbox|mathrm|textrm)\{{[a-z.]*\}}|\\?%|\^\{{?\\circ\}}?|°)+$', '\1'),
+        '(\.0+)?\.?$', '')""").replace("NUMBER", IN_TEXT_SQL)
 
 MIN_FIT = 20  # problems a Beta needs to be fitted; fewer: Beta(1, 1)
 MAX_STRATA = 64  # the biggest strata get their own pass-rate Beta; the rest take the pooled one
