@@ -190,3 +190,25 @@ def test_a_rerun_where_most_groups_are_new_scans_them_all_and_equals_a_fresh_run
     assert grown.reused_groups == 8 and grown.groups == 30
     assert seen and set(seen) <= {f"p{i:04d}" for i in range(8, 30)}
     _same(_outputs(job), _fresh(tmp_path, job, "fresh"))
+
+
+def test_a_detector_fingerprint_covers_every_module_of_the_shared_packages(monkeypatch):
+    """pipeline.arith is a package: its statements reader lives in arith/text.py, not in its __init__. A change there
+    (or to the answer reading in pipeline/verify/answer_text.py) must recompute every detector's rows, not reuse them."""
+    from pipeline.annotate import incremental
+    from pipeline.annotate.detectors import get_detectors
+
+    arith = incremental._source("pipeline.arith")
+    assert b"def statements(" in arith and b"def evaluate(" in arith  # arith/text.py and arith/evaluate.py
+    assert b"def stated_value(" in b"".join(incremental._source(m) for m in incremental.SHARED_MODULES)
+    real = incremental._source
+
+    def edited(module: str) -> bytes:  # the same tree with one line of arith/text.py changed
+        got = real(module)
+        return got.replace(b"def statements(", b"def statements_(") if module == "pipeline.arith" else got
+
+    dets = get_detectors(None)
+    before = incremental.detector_fingerprints(dets)
+    monkeypatch.setattr(incremental, "_source", edited)
+    after = incremental.detector_fingerprints(dets)
+    assert all(before[name] != after[name] for name in before)

@@ -44,14 +44,25 @@ _META = b"passband.annotate.state"
 _SCHEMA = pa.schema([pa.field("problem_id", pa.string()), pa.field("policy_id", pa.string()),
                      pa.field("fingerprint", pa.string())])
 # the code every detector's rows go through besides its own module (a change to any: every detector reruns)
+# (a package stands for every module in it: pipeline.arith is its statements reader and evaluator, not only its
+# __init__; the answer reading the detectors share with the verifier is in pipeline.verify's answer_text and extract)
 SHARED_MODULES = ("pipeline.annotate.flag_runner", "pipeline.annotate.detectors", "pipeline.annotate.hit",
                   "pipeline.annotate.unsupported", "pipeline.arith", "pipeline.numbers", "pipeline.thinking",
-                  "pipeline.verify.grader", "pipeline.annotate.incremental")
+                  "pipeline.verify.grader", "pipeline.verify.answer_text", "pipeline.verify.extract",
+                  "pipeline.annotate.incremental")
 LIBRARIES = ("duckdb", "math-verify")
 
 
 def _source(module: str) -> bytes:
+    """The module's source; a package's: every ``.py`` file under it, in path order, each after its relative path."""
     mod = sys.modules.get(module) or __import__(module, fromlist=["_"])
+    folders = getattr(mod, "__path__", None)
+    if folders:
+        out = bytearray()
+        for folder in folders:
+            for path in sorted(Path(folder).rglob("*.py")):
+                out += path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0"
+        return bytes(out)
     try:
         return inspect.getsource(mod).encode()
     except (OSError, TypeError):  # no source (a frozen or compiled module): its name and version stand in
