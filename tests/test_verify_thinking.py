@@ -246,3 +246,20 @@ def test_a_verdicts_shard_without_the_columns_is_refused_until_verify_upgrades_i
     with pytest.raises(Exception, match="missing columns"):
         read_table(tmp_path, name="verdicts")
     assert pa.types.is_boolean(schema("verdicts").arrow.field("thinking_closed").type)
+
+
+def test_an_imported_r1_distill_dump_derives_tags_without_rendering(tmp_path):
+    """An imported policy renders no prompt, but its completions still began inside ``<think>``: one cut before
+    ``</think>`` has no tag at all, and read as ``auto`` its thinking would be graded (a QwQ-32B completion cut in
+    its thinking was paid this way: thinking-llms-interp, docs/verifier.md)."""
+    dump = tmp_path / "d.jsonl"
+    dump.write_text('{"question": "q", "answer": "4", "completions": ["2 + 2 = 4. So the answer is 4. Wait"]}\n')
+    cfg = PolicyConfig.model_validate({"model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "revision": "x",
+                                       "prompt": "r1_distill", "dump": {"path": str(dump), "layout": "plain"}})
+    pol = make_policy("p", cfg, model_id=cfg.model, revision=cfg.revision, path=cfg.model, dump_path=dump)
+    assert pol.renderer is None and pol.thinking == "tags" and thinking_of(pol.row()["identity"]) == "tags"
+    plain = PolicyConfig.model_validate({"model": "m", "revision": "x", "prompt": "qwen25_math_cot",
+                                         "dump": {"path": str(dump), "layout": "plain"}})
+    assert make_policy("q", plain, model_id="m", revision="x", path="m", dump_path=dump).thinking is None
+    [cut] = judge_many([("4", "2 + 2 = 4. So the answer is 4. Wait")], thinking=pol.thinking)
+    assert cut.status == "no_answer" and cut.detail == "unfinished_thinking", cut

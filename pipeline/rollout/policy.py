@@ -107,10 +107,13 @@ def identity(cfg: PolicyConfig, *, model_id: str, revision: str, template: Promp
 
 def thinking_mode(cfg: PolicyConfig, template: PromptTemplate, prompt: Prompt) -> str | None:
     """The policy's thinking mode: its ``thinking`` setting, else ``tags`` when its prompt opens the thinking
-    (:func:`pipeline.thinking.mode_for_prompt`), else None (the verifier's default)."""
+    (:func:`pipeline.thinking.mode_for_prompt`), else None (the verifier's default). A policy that renders no text
+    (an imported dump of a chat template) is read by its template's ``generation_prefix``: the completions of
+    ``r1_distill`` began inside ``<think>`` whether or not passband rendered the prompt, so one cut before
+    ``</think>`` holds no tag at all and must not be graded from its thinking."""
     if cfg.thinking is not None:
         return cfg.thinking
-    rendered = prompt.text if prompt.text is not None else None
+    rendered = prompt.text if prompt.text is not None else getattr(template, "generation_prefix", None)
     derived = mode_for_prompt(rendered, enable_thinking=getattr(template, "enable_thinking", None))
     return derived if derived != "auto" else None
 
