@@ -130,3 +130,54 @@ def test_the_word_operators_in_one_pass_are_the_five_passes_they_replaced():
     rewritten = [t for t in texts if five_passes(t) != t]
     assert len(rewritten) > 1_000  # the texts do hold word arithmetic (2,251 of them)
     assert [arith._WORD_OPS.sub(lambda m: arith._WORD_SYMS[m.lastindex - 1], t) for t in texts] == [five_passes(t) for t in texts]
+
+
+# made-up forms of how four reasoning models (R1-distilled, QwQ-32B) format their GSM8K working
+# (thaotnguyen/thinking-llms-interp): each was a false unsupported_answer before it was read as arithmetic
+FORMATTED = [  # (working, value it computes)
+    ("- 20 + 6 = 26", 26),  # a list bullet, not a minus sign
+    ("**Number of Girls:** \\(160 - 60 = 100\\)", 100),  # markdown bold around a label
+    ("\\[ \\text{Jane's age} = \\text{Quinn's age} - 3 = 30 - 3 = 27 \\]", 27),  # \text{} names
+    ("\\[ \\text{Total cost} = 48 \\, \\text{car washes} \\times \\$15/\\text{car wash} = \\$720 \\]", 720),  # units
+    ("\\$220 \\, (\\text{Monthly}) \\times 12 \\, (\\text{Months}) = \\$2,640", 2640),
+    ("40\\% \\text{ of } \\$220 = 0.40 \\times 220 = 88", 88),
+    ("\\left( \\frac{12}{20} \\right) \\times 100\\% = 60\\%", 60),  # a percent as the unit of x 100
+    ("13.333 * 3 = 40", 40),  # a third, rounded
+    ("\\[ x = 20 - 6 \\]\n\\[ x = 14 \\]", 14),  # a name set to a computation
+]
+
+
+@pytest.mark.parametrize(("working", "value"), FORMATTED, ids=[w[:24] for w, _ in FORMATTED])
+def test_formatted_working_is_read_as_its_arithmetic(working, value):
+    assert not [s.text for s in statements(working) if s.ok is False]
+    assert computes(working, value)
+
+
+@pytest.mark.parametrize("working", [
+    "45 + 5 = 2S \\implies 50 = 2S",  # a coefficient: algebra
+    "x - 10 = 70 - 10 = 60",  # a variable, then a minus
+    "90 \\text{ minutes} = \\frac{90}{60} \\text{ hours} = 1.5 \\text{ hours}",  # a conversion
+])
+def test_algebra_labels_and_conversions_are_no_false_statements(working):
+    assert not [s.text for s in statements(working) if s.ok is False]
+
+
+def test_real_slips_are_still_false():
+    for working in ("21 - 15 = 3", "9 + 9 = 10", "1.25 * 4 = 5.04", "2 + 48 + 3150 + 1300 = 3400 \\text{ pounds}",
+                    "**Total:** 65 + 94 = 150"):
+        assert [s.ok for s in statements(working)] == [False], working
+
+
+def test_a_reasoning_models_thinking_is_not_its_working():
+    q = "Ana has 21 marbles. She buys 15 more and then gives 33 to a friend. How many does she have?"
+    tried = "<think>21 - 15 = 3? No: 21 + 15 = 36, and 36 - 33 = 3.</think>\n21 + 15 - 33 = 3. The answer is 3."
+    assert check_working(tried, "3", q) is None
+    slip = "<think>21 + 15 = 36, 36 - 33 = 3.</think>\n21 - 15 = 3. The answer is 3."
+    assert "21 - 15 = 3 is false" in check_working(slip, "3", q).evidence
+
+
+def test_the_setup_rule_reads_a_short_working_only():
+    q = "Ben buys 4 bags with 10 eggs in each bag. He already had 19 eggs and then gives away 20. How many eggs?"
+    assert "never computes with 4, 10" in check_working("19 + 20 = 39. The answer is 39.", "39", q, setup=True).evidence
+    worked = "19 + 1 = 20. 20 + 20 = 40. 40 - 1 = 39. The answer is 39."  # three steps: a decomposition, not read
+    assert check_working(worked, "39", q, setup=True) is None

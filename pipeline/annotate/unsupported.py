@@ -30,9 +30,15 @@ from fractions import Fraction
 from functools import lru_cache
 
 from pipeline.annotate.hit import Hit
-from pipeline.arith import Statement, answer_value, numbers, question_numbers, show, statements
+from pipeline.arith import Statement, answer_value, gives, numbers, question_numbers, show, statements
+from pipeline.thinking import final_section
 
 _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: at most ~130 MB of keys)
+# the setup rule reads a short working only: in a worked solution of more steps, a number of the question left out
+# is a distractor ("Shelly's 3 kids"), a decomposition (3 + 2 people for "a family of 5") or used in another form
+# (25 cents as $0.25): 8 of 8 such flags read on four reasoning models' GSM8K rollouts were (docs/flags.md)
+SETUP_MAX_STATEMENTS = 2
+SETUP_MAX_CHARS = 300  # ... in a working of a line or two (the main job's are under 200 characters)
 
 
 def check_working(completion: str, extracted: str | None, question: str, *, setup: bool = False) -> Hit | None:
@@ -56,17 +62,19 @@ def _check(completion: str, extracted: str | None, question: str, setup: bool) -
     answer = answer_value(extracted)
     if answer is None:
         return None
-    stmts = statements(completion)
+    working = final_section(completion)  # a reasoning model's thinking tries and drops; its answer is worked
+    stmts = statements(working)
     false = [s for s in stmts if s.ok is False]
     if false:
         shown = "; ".join(f"{s.text} is false ({show(s.lhs_value)})" for s in false[:3])
         return Hit(float(len(false)), shown)
     given = question_numbers(question)
-    if answer not in given and not any(s.ok and s.rhs_value == answer for s in stmts):
+    if answer not in given and not any(gives(s, answer) for s in stmts):
         claims = [s for s in stmts if s.ok is None and (s.rhs_value == answer or _mentions(s.rhs, answer))]
         why = f" ({claims[0].text} is not arithmetic)" if claims else (" (no working)" if not stmts else "")
         return Hit(0.0, f"no true computation gives {show(answer)}{why}")
-    if setup and (unused := unused_numbers(stmts, given)):
+    if (setup and len(stmts) <= SETUP_MAX_STATEMENTS and len(working) <= SETUP_MAX_CHARS
+            and (unused := unused_numbers(stmts, given))):
         shown = ", ".join(show(v) for v in sorted(unused))
         return Hit(0.0, f"the working never computes with {shown} of the question")
     return None

@@ -37,6 +37,7 @@ from pipeline.arith.text import (
     answer_key,
     answer_value,
     computes,
+    gives,
     number,
     numbers,
     question_numbers,
@@ -47,5 +48,5 @@ from pipeline.arith.text import (
 
 __all__ = ["LATEX_PER_TEXT", "LEADING", "MAX_ANSWER_CHARS", "MAX_DIGITS", "MAX_LATEX_CHARS", "NUM", "NotArithmetic",
            "Statement", "Step", "agrees", "answer_key", "answer_value", "chain", "computes", "evaluate", "expand",
-           "expand_step", "fmt", "number", "numbers", "question_numbers", "show", "stated_answers", "statements",
+           "expand_step", "fmt", "gives", "number", "numbers", "question_numbers", "show", "stated_answers", "statements",
            "step_value"]

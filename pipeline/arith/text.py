@@ -13,14 +13,27 @@ from pipeline.numbers import PLAIN_IN_TEXT, WRITTEN, Bounds, read_number, withou
 from pipeline.verify.answer_text import normalize_answer
 from pipeline.verify.extract import candidates
 
-_LATEX_OPS = ((r"\times", "*"), (r"\cdot", "*"), (r"\div", "/"), (r"\left", ""), (r"\right", ""), (r"\,", ""),
-              (r"\!", ""), (r"\%", "%"), (r"\$", ""), ("×", "*"), ("÷", "/"), ("−", "-"), ("–", "-"), ("·", "*"))
+_LATEX_OPS = ((r"\times", "*"), (r"\cdot", "*"), (r"\div", "/"), (r"\left", ""), (r"\right", ""), (r"\,", ""), ("\\ ", " "),
+              (r"\!", ""), (r"\%", "%"), (r"\$", ""), ("×", "*"), ("÷", "/"), ("−", "-"), ("–", "-"), ("·", "*"), ("€", ""),
+              ("£", ""))
 
 
 _FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 
 
 _DELIMS = re.compile(r"\\[()\[\]]|\$")
+
+
+# how a reasoning model formats its working (real R1-distilled and QwQ-32B text, docs/flags.md): markdown bold, a
+# list bullet at a line's start (not a minus sign), and LaTeX text groups, which are units or labels: "48 \,
+# \text{car washes} \times \$15/\text{car wash} = \$720", "\text{Total cost} = 48 \times 15"
+_MARKUP = re.compile(r"\*\*|__|(?m:^[ \t]*[-*•][ \t]+)|(?<=[A-Za-z}])_\{?[A-Za-z0-9]+\}?")  # ... and an index: x_1
+_TEXT = r"\\(?:text|textbf|textrm|mathrm|mbox|operatorname)\s*\{[^{}]*\}"
+# a unit (after a number, per a unit, or in brackets) goes; any other text group is read as its words ("\text{ of }"
+# is "of", "\text{Jane's age} - 3" is a name in the arithmetic)
+_TEXT_UNIT = re.compile(rf"(?<=\d)\s*(?:\\[,;! ]\s*)?{_TEXT}|/\s*{_TEXT}|\(\s*{_TEXT}\s*\)|(?<=\d)\s+[A-Za-z]+/[A-Za-z]+"
+                        r"|(?<=\d)\s*\([A-Za-z][A-Za-z' ]*\)")  # "40 miles (after first stop)": a note
+_TEXT_WORDS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
 
 
 _TIMES_X = re.compile(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])")
@@ -54,6 +67,9 @@ _CLAUSE = re.compile(r"\.(?=\s|$)|[,;](?=\s)|[:?!\n]")
 _RUN = re.compile(r"(?:[\d.\s(){}+\-*/^%=]|\\[A-Za-z]+)+")
 
 
+_NAMED = re.compile(r"[A-Za-z]\s*$")  # the text before a run ends in a word and a space: "Step 1 = ...", "Year 2010 ="
+
+
 _WORD_BEFORE = 200  # characters looked back for the word before "* 4 = 16" ("Ben * 4 = 16")
 
 
@@ -73,6 +89,7 @@ class Statement:
     rhs: str
     lhs_value: Fraction | None
     rhs_value: Fraction | None
+    named: bool = False  # the left side is a bare number right after a word ("Distance 1 = ...")
 
     @cached_property  # read several times per statement by the detectors
     def ok(self) -> bool | None:
@@ -80,11 +97,37 @@ class Statement:
             return None
         if self.lhs_value != self.rhs_value and not _OPERATOR.search(self.lhs) and not _OPERATOR.search(self.rhs):
             return None  # "3 dozen = 36", "2 hours = 120 minutes": a conversion with its units dropped, not arithmetic
-        return agrees(self.lhs_value, self.rhs_value, self.rhs)
+        if (self.lhs_value != self.rhs_value and not _OPERATOR.search(self.lhs)
+                and self.lhs_value in numbers(without_separators(self.rhs))):
+            return None  # "90 minutes = 90/60 hours", "$220: 0.40 * 220 = 88" read as "220 = 0.40 * 220": a label
+        if self.named and not _OPERATOR.search(self.lhs):
+            return None  # "Distance 1 = 60 * 2 = 120", "the 2010 penny = 3/4 * 48": a number that names, not a claim
+        return agrees(self.lhs_value, self.rhs_value, self.rhs) or _percent_of_100(self) or _rounded_operand(self)
 
     @property
     def text(self) -> str:
         return f"{self.lhs} = {self.rhs}"
+
+
+_PERCENT_SIDE = re.compile(r"^\s*-?[\d.]+\s*%\s*$")
+_TIMES_100 = re.compile(r"\*\s*100(?![\d.])|(?<![\d.])100\s*\*")
+_DECIMALS = re.compile(r"(\d+)\.(\d+)")
+
+
+def _percent_of_100(s: Statement) -> bool:
+    """``(7/20) * 100 = 35%``: a percent sign as the unit of a value already multiplied by 100."""
+    return bool(_PERCENT_SIDE.match(s.rhs) and _TIMES_100.search(s.lhs)) and s.lhs_value == s.rhs_value * 100
+
+
+def _rounded_operand(s: Statement) -> bool:
+    """``13.333 * 3 = 40``, ``0.6667 * 9 = 6``: an operand written to d >= 2 decimals may be a rounded value (a third,
+    two thirds), off by up to half its last place; the result may be off by the sum of those relative errors."""
+    rounded = [m for m in _DECIMALS.finditer(s.lhs) if len(m.group(2)) >= 2]
+    if not rounded or s.lhs_value is None or s.rhs_value is None or s.rhs_value == 0:
+        return False
+    tolerance = sum((Fraction(1, 2 * 10 ** len(m.group(2))) / Fraction(m.group()) for m in rounded
+                     if Fraction(m.group()) != 0), Fraction(0))
+    return abs(s.lhs_value - s.rhs_value) <= abs(s.rhs_value) * tolerance
 
 
 def agrees(value: Fraction, written: Fraction, text: str) -> bool:
@@ -99,6 +142,8 @@ def agrees(value: Fraction, written: Fraction, text: str) -> bool:
 
 
 def _normalise(text: str) -> str:
+    if "*" in text or "_" in text or "\\" in text or "•" in text or "- " in text:
+        text = _TEXT_WORDS.sub(r" \1 ", _TEXT_UNIT.sub(" ", _MARKUP.sub(" ", text)))
     for a, b in _LATEX_OPS:
         if a in text:
             text = text.replace(a, b)
@@ -130,16 +175,22 @@ def statements(text: str) -> list[Statement]:
             if "=" not in m.group():
                 continue
             sides = [s.strip().rstrip(".").strip() for s in m.group().split("=")]
-            if sides[0][:1] and sides[0][0] in "+*/^" and (
-                    word := re.search(r"(\S+)\s*$", clause[max(0, m.start() - _WORD_BEFORE):m.start()])):
-                sides[0] = f"{word.group(1)} {sides[0]}"  # "Ben * 4": a word in the arithmetic
+            before = clause[max(0, m.start() - _WORD_BEFORE):m.start()]
+            if sides[0][:1] and (sides[0][0] in "+*/^" or (sides[0][0] == "-" and before[-1:].isalpha())) and (
+                    word := re.search(r"(\S+)\s*$", before)):
+                sides[0] = f"{word.group(1)} {sides[0]}"  # "Ben * 4", "x - 10": a word in the arithmetic
+            if clause[m.end():m.end() + 1].isalpha() and m.group()[-1:] in "0123456789)":
+                sides[-1] += clause[m.end()]  # "45 + 5 = 2S": a coefficient, algebra, not a number
+            if before[-1:].isalpha() and m.group()[:1].isdigit():
+                sides[0] = before[-1] + sides[0]  # "x2 = 4", "S2 = 9": the same at the start
             values = [value(side) if side else None for side in sides]  # each side once: a chain shares them
             for (lhs, lv), (rhs, rv) in itertools.pairwise(zip(sides, values, strict=True)):
                 if not lhs or not rhs:  # "x = 5", "Total = 40": a name, not a claim
-                    if lhs or rhs:
-                        out.append(Statement(lhs or "…", rhs or "…", None, None))
+                    if lhs or rhs:  # "x = 20 - 6" keeps its right side's value: the computation gives it
+                        out.append(Statement(lhs or "…", rhs or "…", None, rv if not lhs and rhs else None))
                     continue
-                out.append(Statement(lhs, rhs, lv, rv))
+                named = lhs is sides[0] and bool(_NAMED.search(before))
+                out.append(Statement(lhs, rhs, lv, rv, named))
     return out
 
 
@@ -178,10 +229,18 @@ def show(v: Fraction) -> str:
     return f"{f:.6g}" if abs(f) < 1e15 else str(v)
 
 
+def gives(s: Statement, target: Fraction) -> bool:
+    """Whether ``s`` computes ``target``: a true statement with it on the right, or a name set to a computation of it
+    (``x = 20 - 6`` gives 14)."""
+    if s.ok:
+        return s.rhs_value == target or bool(_PERCENT_SIDE.match(s.rhs) and s.rhs_value * 100 == target)
+    return s.lhs == "…" and s.rhs_value == target and bool(_OPERATOR.search(s.rhs))
+
+
 def computes(text: str, value: float | Fraction) -> bool:
-    """Whether a true statement of ``text`` has ``value`` on its right-hand side."""
+    """Whether a statement of ``text`` computes ``value`` (:func:`gives`)."""
     target = Fraction(value)
-    return any(s.ok and s.rhs_value == target for s in statements(text))
+    return any(gives(s, target) for s in statements(text))
 
 
 LEADING = re.compile(rf"\s*(\$?-?{WRITTEN}(?:\s*[-+*/x]\s*\$?{WRITTEN})*(?:\s*=\s*\$?-?{WRITTEN})?)")
