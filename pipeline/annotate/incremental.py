@@ -44,22 +44,23 @@ _META = b"passband.annotate.state"
 _SCHEMA = pa.schema([pa.field("problem_id", pa.string()), pa.field("policy_id", pa.string()),
                      pa.field("fingerprint", pa.string())])
 # the code every detector's rows go through besides its own module (a change to any: every detector reruns)
-# (a package stands for every module in it: pipeline.arith is its statements reader and evaluator, not only its
-# __init__; the answer reading the detectors share with the verifier is in pipeline.verify's answer_text and extract)
+# (the answer reading the detectors share with the verifier is in pipeline.verify's answer_text and extract)
 SHARED_MODULES = ("pipeline.annotate.flag_runner", "pipeline.annotate.detectors", "pipeline.annotate.hit",
                   "pipeline.annotate.unsupported", "pipeline.arith", "pipeline.numbers", "pipeline.thinking",
                   "pipeline.verify.grader", "pipeline.verify.answer_text", "pipeline.verify.extract",
                   "pipeline.annotate.incremental")
+# packages whose every module is shared code: pipeline.arith is its statements reader and evaluator, not its __init__
+SHARED_PACKAGES = ("pipeline.arith",)
 LIBRARIES = ("duckdb", "math-verify")
 
 
 def _source(module: str) -> bytes:
-    """The module's source; a package's: every ``.py`` file under it, in path order, each after its relative path."""
+    """The module's source; for one of :data:`SHARED_PACKAGES`, every ``.py`` file under it, in path order, each after
+    its relative path."""
     mod = sys.modules.get(module) or __import__(module, fromlist=["_"])
-    folders = getattr(mod, "__path__", None)
-    if folders:
+    if module in SHARED_PACKAGES:
         out = bytearray()
-        for folder in folders:
+        for folder in mod.__path__:
             for path in sorted(Path(folder).rglob("*.py")):
                 out += path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0"
         return bytes(out)

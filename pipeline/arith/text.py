@@ -28,12 +28,13 @@ _DELIMS = re.compile(r"\\[()\[\]]|\$")
 # list bullet at a line's start (not a minus sign), and LaTeX text groups, which are units or labels: "48 \,
 # \text{car washes} \times \$15/\text{car wash} = \$720", "\text{Total cost} = 48 \times 15"
 _MARKUP = re.compile(r"\*\*|__|(?m:^[ \t]*[-*•][ \t]+)|(?<=[A-Za-z}])_\{?[A-Za-z0-9]+\}?")  # ... and an index: x_1
-_TEXT = r"\\(?:text|textbf|textrm|mathrm|mbox|operatorname)\s*\{[^{}]*\}"
+_TEXT_OPEN = r"\\(?:text|textbf|textrm|mathrm|mbox|operatorname)\s*\{"
+_TEXT = _TEXT_OPEN + r"[^{}]*\}"
 # a unit (after a number, per a unit, or in brackets) goes; any other text group is read as its words ("\text{ of }"
 # is "of", "\text{Jane's age} - 3" is a name in the arithmetic)
 _TEXT_UNIT = re.compile(rf"(?<=\d)\s*(?:\\[,;! ]\s*)?{_TEXT}|/\s*{_TEXT}|\(\s*{_TEXT}\s*\)|(?<=\d)\s+[A-Za-z]+/[A-Za-z]+"
                         r"|(?<=\d)\s*\([A-Za-z][A-Za-z' ]*\)")  # "40 miles (after first stop)": a note
-_TEXT_WORDS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
+_TEXT_WORDS = re.compile(_TEXT_OPEN + r"([^{}]*)\}")
 
 
 _TIMES_X = re.compile(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])")
@@ -184,12 +185,12 @@ def statements(text: str) -> list[Statement]:
             if before[-1:].isalpha() and m.group()[:1].isdigit():
                 sides[0] = before[-1] + sides[0]  # "x2 = 4", "S2 = 9": the same at the start
             values = [value(side) if side else None for side in sides]  # each side once: a chain shares them
-            for (lhs, lv), (rhs, rv) in itertools.pairwise(zip(sides, values, strict=True)):
+            for i, ((lhs, lv), (rhs, rv)) in enumerate(itertools.pairwise(zip(sides, values, strict=True))):
                 if not lhs or not rhs:  # "x = 5", "Total = 40": a name, not a claim
                     if lhs or rhs:  # "x = 20 - 6" keeps its right side's value: the computation gives it
                         out.append(Statement(lhs or "…", rhs or "…", None, rv if not lhs and rhs else None))
                     continue
-                named = lhs is sides[0] and bool(_NAMED.search(before))
+                named = i == 0 and bool(_NAMED.search(before))
                 out.append(Statement(lhs, rhs, lv, rv, named))
     return out
 
