@@ -7,7 +7,9 @@ benchmark_results_*.json``: 6,691 distinct completions), fetched, never copied h
 tests skip. tests/data/real_tli_grades.jsonl holds the grades read by hand, by the rules of docs/verifier.md ("Real
 long-CoT set"): per part (``sha256(file:task:model) % 3 == 0`` is held back) 40 thinking and 40 other completions
 drawn at random, and, read during development (dev), the completions whose verdict the ``stated_value`` policy
-changed (26 drawn) and the thinking models' completions where passband and math-verify disagreed (12).
+changed (26 drawn) and the thinking models' completions where passband and math-verify disagreed (12). Then, once, the
+census: every other held-back thinking completion (663, ``read_because`` ``census``), read with passband's verdicts
+hidden, so that the held-back part's figure is over all of it (706, of which 3 were read in development and count there).
 
 A thinking model's answer is read after ``</think>`` (its prompt opens the thinking: mode ``tags``); the others'
 anywhere (``off``). The files hold no finish reason, so no completion is treated as cut at the token limit.
@@ -61,7 +63,10 @@ def test_the_split_is_the_hash_rule(judged):
     for r, _, _ in judged:
         if r["split"] == "held_back":  # a held-back row was drawn from the held-back part and not read before
             key = f"{r['file']}:{r['task']}:{r['model']}"
-            assert int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0 and r["read_because"] == "random", r
+            assert int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0, r
+            assert r["read_because"] in ("random", "census"), r
+    keys = [(r["file"], r["task"], r["model"]) for r, _, _ in judged]
+    assert len(keys) == len(set(keys))  # each completion graded once
 
 
 @pytest.mark.parametrize("split", ["dev", "held_back"])
@@ -71,6 +76,19 @@ def test_thinking_models_agree_with_the_reader(judged, split):
     agree = sum((d == "correct") == (r["grade"] == "correct") for r, d in mine)
     assert len(mine) >= 40 and agree / len(mine) >= 0.995, [(r["file"], r["task"], r["grade"], d) for r, d in mine
                                                            if (d == "correct") != (r["grade"] == "correct")]
+
+
+def test_the_whole_held_back_thinking_part_agrees_with_the_reader(judged):
+    """The census: every held-back thinking completion not read in development, read once. The reward (correct or
+    not) must agree on >= 99.5 %; the three statuses are reported too (no_answer against incorrect matters to a
+    reader of the tables, not to the reward)."""
+    mine = [(r, d) for r, d, _ in judged if r["split"] == "held_back" and r["model"] == "thinking_model"]
+    assert len(mine) >= 700  # 40 drawn + the census: all 703 of the part's 706 not read in development
+    reward = [(r["file"], r["task"], r["grade"], d) for r, d in mine if (d == "correct") != (r["grade"] == "correct")]
+    assert 1 - len(reward) / len(mine) >= 0.995, reward
+    assert Counter(r["grade"] for r, _ in mine)["correct"] >= 450 and Counter(r["grade"] for r, _ in mine)["incorrect"] >= 30
+    three_way = sum(d == r["grade"] for r, d in mine) / len(mine)
+    assert three_way >= 0.99, three_way
 
 
 def test_no_answer_a_reader_refuses_is_paid(judged):
