@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.annotate.detectors import DETECTORS
 from pipeline.annotate.unsupported import check_working
-from pipeline.arith import answer_value, computes, evaluate, statements
+from pipeline.arith import answer_value, computes, evaluate, solutions, statements
 
 
 @pytest.mark.parametrize(("text", "want"), [
@@ -115,7 +115,7 @@ def test_the_word_operators_in_one_pass_are_the_five_passes_they_replaced():
 
     from pipeline.arith import text as arith
 
-    passes = [(re.compile(rf"(?<=[\d)%])\s+(?:{words})\s+(?=[-$\d(])", re.I), sym) for words, sym in arith._WORD_OP_WORDS]
+    passes = [(re.compile(rf"(?<=[\d)%])[ \t]+(?:{words})[ \t]+(?=[-$\d(])", re.I), sym) for words, sym in arith._WORD_OP_WORDS]
 
     def five_passes(text: str) -> str:
         for pattern, sym in passes:
@@ -144,6 +144,18 @@ FORMATTED = [  # (working, value it computes)
     ("\\left( \\frac{12}{20} \\right) \\times 100\\% = 60\\%", 60),  # a percent as the unit of x 100
     ("13.333 * 3 = 40", 40),  # a third, rounded
     ("\\[ x = 20 - 6 \\]\n\\[ x = 14 \\]", 14),  # a name set to a computation
+    # second reading (the 42 false alarms of 47 flags on the same rollouts, docs/flags.md)
+    ("\\[ 3R + 5(R + 2) = 42 \\]\n\\[ 8R + 10 = 42 \\]\n\\[ 8R = 32 \\]\n\\[ R = 4 \\]", 4),  # an equation solved
+    ("\\[ \\frac{1}{3}(F - 30) = 6 \\]\n\\[ F = 48 \\]", 48),
+    ("\\[ 200 = 20x \\]\n2. Divide both sides by 20:\n\\[ x = 10 \\]", 10),  # 20x is no "20 times" the next line's 2
+    ("\\[ 33 + x \\geq 42 \\]\n\\[ x \\geq 9 \\]", 9),  # a bound
+    ("\\[ 0.3333 \\times 100 \\approx 33.33\\% \\]", 33),  # a rounding
+    ("\\( \\frac{32}{96} \\times 100\\% = 33.\\overline{3}\\% \\)", 33),  # a repeating decimal
+    ("\\[ \\$2.00 / 8 = \\$0.25 \\]\n\\[ \\$0.25 = 25 \\text{ cents} \\]", 25),  # a conversion
+    ("60 miles (total) - 20 miles (first stop) = **40 miles**", 40),  # notes in brackets
+    ("15 packs × $5.00/pack = **$75.00**", 75),  # a unit per pack
+    ("\\[ \\frac{3}{4} \\text{ gallons} \\times 8 \\text{ pints/gallon} = 6 \\text{ pints} \\]", 6),  # a unit after a fraction
+    ("\\(1 + 5 = 6\\)\\textsuperscript{th} place", 6),
 ]
 
 
@@ -157,6 +169,13 @@ def test_formatted_working_is_read_as_its_arithmetic(working, value):
     "45 + 5 = 2S \\implies 50 = 2S",  # a coefficient: algebra
     "x - 10 = 70 - 10 = 60",  # a variable, then a minus
     "90 \\text{ minutes} = \\frac{90}{60} \\text{ hours} = 1.5 \\text{ hours}",  # a conversion
+    "1.25 \\text{ hours} = 1 \\text{ hour} + 0.25 \\text{ hours} = 60 \\text{ minutes} + 15 \\text{ minutes}",  # of time
+    "\\text{Angela's current age} = \\text{Angela's age in 4 years} - 4 = 42 - 4 = 38",  # a number inside a name
+    "4 \\times (\\text{Number of mask refusers}) - 5 = 4 \\times 3 - 5 = 7",  # a name in brackets
+    "\\[ 6 \\text{ mph} \\times 2 = 12 \\text{ miles} \\]\n- Distance walking = \\(1.5 \\times 4 = 6\\)",  # two lines
+    "\\[ A + 4 = 3 \\times 14 \\]\n\\[ A + 4 = 42 \\]",  # two display blocks
+    "\\[ 1.2 \\text{ hours} \\]\n\nOver 5 days, the total is",  # "over" across a paragraph is no division
+    "\\[ \\frac{4499}{2250} \\approx 1.98 \\]",  # a rounding that is off is unread, not false
 ])
 def test_algebra_labels_and_conversions_are_no_false_statements(working):
     assert not [s.text for s in statements(working) if s.ok is False]
@@ -164,8 +183,21 @@ def test_algebra_labels_and_conversions_are_no_false_statements(working):
 
 def test_real_slips_are_still_false():
     for working in ("21 - 15 = 3", "9 + 9 = 10", "1.25 * 4 = 5.04", "2 + 48 + 3150 + 1300 = 3400 \\text{ pounds}",
-                    "**Total:** 65 + 94 = 150"):
+                    "**Total:** 65 + 94 = 150", "\\[ 50 - 40 = 20 \\text{ minutes} \\]", "40\\% \\times 3 = 120",
+                    "0.4 * 30 = 1.2", "3 * 40 = 1200"):  # decimal slips (x 100, x 10) are no conversions
         assert [s.ok for s in statements(working)] == [False], working
+
+
+def test_an_equation_that_only_names_a_value_computes_nothing():
+    q = "Ben has 4 pens. He buys 12 more. How many pens does he have?"
+    for working in ("x = 16. The answer is 16.", "16 = x", "Ben * 4 = 16. The answer is 16.", "x^2 = 256, so x = 16"):
+        assert check_working(working, "16", q) is not None, working
+    assert sorted(solutions("\\[ 2x + 10 = 110 \\]\n\\[ D_b + 16 = D_w - 1 \\]\n\\[ x + y = 5 \\]")) == [Fraction(50)]
+
+
+def test_a_wrong_rounding_or_a_far_value_gives_nothing():
+    assert not computes("\\[ 32 / 96 \\times 100 = 33.33\\% \\]", 34)
+    assert not computes("\\[ 4499 / 2250 = 1.9996 \\]", 3)
 
 
 def test_a_reasoning_models_thinking_is_not_its_working():

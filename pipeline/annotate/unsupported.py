@@ -6,9 +6,9 @@ evaluated with exact rationals, after units, ``$``, thousands commas and LaTeX (
 (latex2sympy2, math-verify's own parser) where it parses. A correct answer is flagged when
 
 1. the working holds a false statement (``21 - 15 = 3`` is false: 6), or
-2. no true statement of the working evaluates to the answer although the answer needs
-   computing (it is not one of the question's numbers): ``Ben * 4 = 16`` is not arithmetic,
-   and ``The answer is 16.`` alone is no working at all, or
+2. no true statement of the working evaluates to the answer, and no equation it solves has the answer as its root
+   (``3R + 5(R + 2) = 42``, :mod:`pipeline.arith.algebra`), although the answer needs computing (it is not one of
+   the question's numbers): ``Ben * 4 = 16`` is not arithmetic, and ``The answer is 16.`` alone is no working, or
 3. (``annotate.options.unsupported_answer.setup``, on by default) the working never computes with some
    number of the question: true arithmetic on the wrong quantities, ``19 + 20 = 39`` where the
    problem needs 4 * 10 + 19 - 20 ("the working never computes with 4, 10 of the question"). A
@@ -30,7 +30,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from pipeline.annotate.hit import Hit
-from pipeline.arith import Statement, answer_value, gives, numbers, question_numbers, show, statements
+from pipeline.arith import Statement, answer_value, gives, numbers, question_numbers, show, solutions, statements
 from pipeline.thinking import final_section
 
 _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: at most ~130 MB of keys)
@@ -69,7 +69,7 @@ def _check(completion: str, extracted: str | None, question: str, setup: bool) -
         shown = "; ".join(f"{s.text} is false ({show(s.lhs_value)})" for s in false[:3])
         return Hit(float(len(false)), shown)
     given = question_numbers(question)
-    if answer not in given and not any(gives(s, answer) for s in stmts):
+    if answer not in given and not any(gives(s, answer) for s in stmts) and answer not in solutions(working):
         claims = [s for s in stmts if s.ok is None and (s.rhs_value == answer or _mentions(s.rhs, answer))]
         why = f" ({claims[0].text} is not arithmetic)" if claims else (" (no working)" if not stmts else "")
         return Hit(0.0, f"no true computation gives {show(answer)}{why}")

@@ -18,7 +18,8 @@ checked to keep bounded before it evaluates (no ``\\sqrt{4^{10^{10}}}``, no ``\\
     [('Ben * 4 = 16', None)]
 
 passband's one arithmetic package (:mod:`.evaluate` the bounded evaluator, :mod:`.text` statements and
-answers in model text, :mod:`.steps` a reference solution's steps): the flags read model text with it (``unsupported_answer``,
+answers in model text, :mod:`.algebra` the equations it solves, :mod:`.steps` a reference solution's steps): the
+flags read model text with it (``unsupported_answer``,
 :mod:`pipeline.annotate.unsupported`; final answers compared by value in ``multiple_answers``; a question's
 numbers in ``answer_in_question``), and the reformulators read a reference solution's steps with it
 (:func:`chain`, :func:`expand_step`: the same evaluator, :func:`number` and :func:`agrees`).
@@ -26,6 +27,7 @@ numbers in ``answer_in_question``), and the reformulators read a reference solut
 
 from __future__ import annotations
 
+from pipeline.arith.algebra import computes, solutions
 from pipeline.arith.evaluate import LATEX_PER_TEXT, MAX_DIGITS, MAX_LATEX_CHARS, evaluate
 from pipeline.arith.steps import NotArithmetic, Step, chain, expand, expand_step, fmt, step_value
 from pipeline.arith.text import (
@@ -36,7 +38,6 @@ from pipeline.arith.text import (
     agrees,
     answer_key,
     answer_value,
-    computes,
     gives,
     number,
     numbers,
@@ -48,5 +49,5 @@ from pipeline.arith.text import (
 
 __all__ = ["LATEX_PER_TEXT", "LEADING", "MAX_ANSWER_CHARS", "MAX_DIGITS", "MAX_LATEX_CHARS", "NUM", "NotArithmetic",
            "Statement", "Step", "agrees", "answer_key", "answer_value", "chain", "computes", "evaluate", "expand",
-           "expand_step", "fmt", "gives", "number", "numbers", "question_numbers", "show", "stated_answers", "statements",
-           "step_value"]
+           "expand_step", "fmt", "gives", "number", "numbers", "question_numbers", "show", "solutions", "stated_answers",
+           "statements", "step_value"]

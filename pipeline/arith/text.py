@@ -14,6 +14,7 @@ from pipeline.verify.answer_text import normalize_answer
 from pipeline.verify.extract import candidates
 
 _LATEX_OPS = ((r"\times", "*"), (r"\cdot", "*"), (r"\div", "/"), (r"\left", ""), (r"\right", ""), (r"\,", ""), ("\\ ", " "),
+              (r"\approx", "=~"), ("≈", "=~"),  # "0.3333 * 100 ≈ 33%": a rounding, read as such (Statement.approx)
               (r"\!", ""), (r"\%", "%"), (r"\$", ""), ("×", "*"), ("÷", "/"), ("−", "-"), ("–", "-"), ("·", "*"), ("€", ""),
               ("£", ""))
 
@@ -28,16 +29,28 @@ _DELIMS = re.compile(r"\\[()\[\]]|\$")
 # list bullet at a line's start (not a minus sign), and LaTeX text groups, which are units or labels: "48 \,
 # \text{car washes} \times \$15/\text{car wash} = \$720", "\text{Total cost} = 48 \times 15"
 _MARKUP = re.compile(r"\*\*|__|(?m:^[ \t]*[-*•][ \t]+)|(?<=[A-Za-z}])_\{?[A-Za-z0-9]+\}?")  # ... and an index: x_1
-_TEXT_OPEN = r"\\(?:text|textbf|textrm|mathrm|mbox|operatorname)\s*\{"
+_TEXT_OPEN = r"\\(?:text|textbf|textrm|textsuperscript|mathrm|mbox|operatorname)\s*\{"
 _TEXT = _TEXT_OPEN + r"[^{}]*\}"
-# a unit (after a number, per a unit, or in brackets) goes; any other text group is read as its words ("\text{ of }"
-# is "of", "\text{Jane's age} - 3" is a name in the arithmetic)
-_TEXT_UNIT = re.compile(rf"(?<=\d)\s*(?:\\[,;! ]\s*)?{_TEXT}|/\s*{_TEXT}|\(\s*{_TEXT}\s*\)|(?<=\d)\s+[A-Za-z]+/[A-Za-z]+"
-                        r"|(?<=\d)\s*\([A-Za-z][A-Za-z' ]*\)")  # "40 miles (after first stop)": a note
+_FUNCTION_WORDS = r"(?:of|and|or|to|from|is|are|for|by|per|in|on|at|the|an?|with|than|times|plus|minus)\b"
+# a unit (after a number, per a unit, or in brackets after a number) goes; any other text group is read as its words
+# ("\text{ of }" is "of", "\text{Jane's age} - 3" is a name in the arithmetic), without its digits ("\text{Angela's
+# age in 4 years} - 4": a name, not 4 - 4); "4 \times (\text{Number of mask refusers})" keeps its name. None of these
+# reaches past a line's end (a display block's next line is another statement)
+_TEXT_UNIT = re.compile(rf"(?<=\d)[ \t]*(?:\\[,;! ][ \t]*)?{_TEXT}|/[ \t]*{_TEXT}|(?<=\d)[ \t]*\([ \t]*{_TEXT}[ \t]*\)"
+                        r"|(?<=\d)[ \t]+[A-Za-z]+/[A-Za-z]+|(?<=\d)/[A-Za-z]{2,}\b"  # "$5.00/pack": per a unit
+                        # after a fraction, a unit of a word or two: "\frac{3}{4} \text{ gallons}", not "\text{ of }"
+                        rf"|(?<=\}})[ \t]*(?:\\[,;! ][ \t]*)?{_TEXT_OPEN}\s*(?!{_FUNCTION_WORDS})"
+                        r"[A-Za-z]+(?:[ /][A-Za-z]+)?\s*\}")
+# a note in brackets after a number or a word: "60 miles (total) - 20 miles (first stop)", "200 lbs (adults)"
+_NOTE = re.compile(r"(?<=[\w%])[ \t]*\([ \t]*[A-Za-z][A-Za-z' ]{2,}\)")
 _TEXT_WORDS = re.compile(_TEXT_OPEN + r"([^{}]*)\}")
+_DIGITS = re.compile(r"\d")
+# a repeating decimal: "33.\overline{3}" is 33.333333 (read to its decimals by agrees()), "33.333\ldots" is 33.333
+_OVERLINE = re.compile(r"(\d\.\d*)\\overline\{(\d{1,6})\}")
+_ELLIPSIS = re.compile(r"(?<=\d)(?:\\[lc]?dots|…|\.\.\.)")
 
 
-_TIMES_X = re.compile(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])")
+_TIMES_X = re.compile(r"(?<=[\d)])[ \t]*[xX][ \t]*(?=[\d(])")  # "4 x 10"; "20x \n2. Divide" is a variable
 
 
 # operators and '=' in words, between numbers: "58 plus 67 and you get 125" -> "58 + 67 = 125"
@@ -47,25 +60,25 @@ _WORD_OP_WORDS = (("plus", " + "), ("minus", " - "), ("times|multiplied by|of", 
 
 # one pass over the text: a group per operator (no two groups' words match at one place, so one pass is the
 # five passes, one per operator, that it replaced: tests/test_annotate_arith.py compares them)
-_WORD_OPS = re.compile(r"(?<=[\d)%])\s+(?:" + "|".join(f"({words})" for words, _ in _WORD_OP_WORDS)
-                       + r")\s+(?=[-$\d(])", re.I)
+_WORD_OPS = re.compile(r"(?<=[\d)%])[ \t]+(?:" + "|".join(f"({words})" for words, _ in _WORD_OP_WORDS)
+                       + r")[ \t]+(?=[-$\d(])", re.I)  # within a line: "1.2 hours\n\nOver 5 days" is no division
 
 
 _WORD_SYMS = tuple(sym for _, sym in _WORD_OP_WORDS)
 
 
 # a unit after a number, before an operator or '=': "4 bags * 10 eggs = 40 eggs" -> "4 * 10 = 40 eggs"
-_UNIT = re.compile(r"(?<=\d)(?:\s+(?!x\b)[A-Za-z][A-Za-z']*){1,2}(?=\s*(?:[-+*/=]|\\times|\\cdot))")
+_UNIT = re.compile(r"(?<=\d)(?:[ \t]+(?!x\b)[A-Za-z][A-Za-z']*){1,2}(?=[ \t]*(?:[-+*/=]|\\times|\\cdot))")
 
 
 # a clause ends at a sentence's period, a comma or semicolon with a space, a colon, a question mark or a newline
-_CLAUSE = re.compile(r"\.(?=\s|$)|[,;](?=\s)|[:?!\n]")
+CLAUSE = re.compile(r"\.(?=\s|$)|[,;](?=\s)|[:?!\n]")
 
 
 # a run of arithmetic: digits, operators, brackets, '=', and (for sympy) LaTeX commands and braces; a statement is a
 # maximal run holding '=' (found as maximal runs, then filtered: "X*=X*" itself backtracks quadratically on a long
 # run without '=')
-_RUN = re.compile(r"(?:[\d.\s(){}+\-*/^%=]|\\[A-Za-z]+)+")
+_RUN = re.compile(r"(?:[\d.\s(){}+\-*/^%=~]|\\[A-Za-z]+)+")
 
 
 _NAMED = re.compile(r"[A-Za-z]\s*$")  # the text before a run ends in a word and a space: "Step 1 = ...", "Year 2010 ="
@@ -91,11 +104,16 @@ class Statement:
     lhs_value: Fraction | None
     rhs_value: Fraction | None
     named: bool = False  # the left side is a bare number right after a word ("Distance 1 = ...")
+    approx: bool = False  # written with \approx: "0.3333 * 100 ≈ 33%"
 
     @cached_property  # read several times per statement by the detectors
     def ok(self) -> bool | None:
         if self.lhs_value is None or self.rhs_value is None:
             return None
+        if self.approx:  # a rounding is right or unread, never a false claim: "≈ 33%" of 33.33, "≈ 1.98" of 4499/2250
+            return True if _rounds_to(self) else None
+        if self.lhs_value and self.rhs_value and self.lhs_value / self.rhs_value in _TIME_FACTORS:
+            return None  # "1 hour + 0.25 hours = 60 minutes + 15 minutes": a conversion of time, not a false sum
         if self.lhs_value != self.rhs_value and not _OPERATOR.search(self.lhs) and not _OPERATOR.search(self.rhs):
             return None  # "3 dozen = 36", "2 hours = 120 minutes": a conversion with its units dropped, not arithmetic
         if (self.lhs_value != self.rhs_value and not _OPERATOR.search(self.lhs)
@@ -103,16 +121,46 @@ class Statement:
             return None  # "90 minutes = 90/60 hours", "$220: 0.40 * 220 = 88" read as "220 = 0.40 * 220": a label
         if self.named and not _OPERATOR.search(self.lhs):
             return None  # "Distance 1 = 60 * 2 = 120", "the 2010 penny = 3/4 * 48": a number that names, not a claim
-        return agrees(self.lhs_value, self.rhs_value, self.rhs) or _percent_of_100(self) or _rounded_operand(self)
+        return (agrees(self.lhs_value, self.rhs_value, self.rhs) or _percent_of_100(self) or _percent_rounded(self)
+                or _rounded_operand(self))
 
     @property
     def text(self) -> str:
-        return f"{self.lhs} = {self.rhs}"
+        return f"{self.lhs} {'≈' if self.approx else '='} {self.rhs}"
 
 
 _PERCENT_SIDE = re.compile(r"^\s*-?[\d.]+\s*%\s*$")
+def _percent_rounded(s: Statement) -> bool:
+    """``(32/96) * 100% = 33.33%``, ``(7/20) * 100 = 35.0%``: a percent written to its decimals."""
+    if not _PERCENT_SIDE.match(s.rhs):
+        return False
+    assert s.lhs_value is not None and s.rhs_value is not None
+    written = s.rhs.strip().rstrip("%").strip()
+    return agrees(s.lhs_value * 100, s.rhs_value * 100, written) or (
+        bool(_TIMES_100.search(s.lhs)) and agrees(s.lhs_value, s.rhs_value * 100, written))
+
+
 _TIMES_100 = re.compile(r"\*\s*100(?![\d.])|(?<![\d.])100\s*\*")
 _DECIMALS = re.compile(r"(\d+)\.(\d+)")
+
+
+_TIME_FACTORS = frozenset({Fraction(60), Fraction(1, 60), Fraction(3600), Fraction(1, 3600)})
+# a statement with no operator whose sides differ by one of these is a conversion ("$0.25 = 25 cents", "2 hours = 120
+# minutes", "1.5 kg = 1500 g"): it gives its right side (gives())
+_CONVERSIONS = frozenset(Fraction(f) for f in (60, 3600, 100, 1000, 12, 24, 7, 16)) | frozenset(
+    Fraction(1, f) for f in (60, 3600, 100, 1000, 12, 24, 7, 16))
+
+
+def _rounds_to(s: Statement) -> bool:
+    """``a ≈ b``: b is a rounded to b's decimals (an integer: to the unit), or, b a percent, a or 100 a is."""
+    assert s.lhs_value is not None and s.rhs_value is not None
+    m = re.fullmatch(r"\s*-?\d+(?:\.(\d+))?\s*(%?)\s*", s.rhs)
+    if not m:
+        return False
+    half = Fraction(1, 2 * 10 ** len(m.group(1) or ""))
+    if m.group(2):
+        return any(abs(v - s.rhs_value * 100) <= half for v in (s.lhs_value, s.lhs_value * 100))
+    return abs(s.lhs_value - s.rhs_value) <= half
 
 
 def _percent_of_100(s: Statement) -> bool:
@@ -142,12 +190,19 @@ def agrees(value: Fraction, written: Fraction, text: str) -> bool:
     return False
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
+    """Model text as arithmetic: markup, LaTeX, units, notes and separators gone, operators in words as symbols."""
+    if "overline" in text:
+        text = _OVERLINE.sub(lambda m: m.group(1) + m.group(2) * (6 // len(m.group(2)) or 1), text)
+    if "dots" in text or "…" in text or "..." in text:
+        text = _ELLIPSIS.sub("", text)
     if "*" in text or "_" in text or "\\" in text or "•" in text or "- " in text:
-        text = _TEXT_WORDS.sub(r" \1 ", _TEXT_UNIT.sub(" ", _MARKUP.sub(" ", text)))
+        text = _TEXT_WORDS.sub(lambda m: f" {_DIGITS.sub('', m.group(1))} ", _TEXT_UNIT.sub(" ", _MARKUP.sub(" ", text)))
     for a, b in _LATEX_OPS:
         if a in text:
             text = text.replace(a, b)
+    if "(" in text:
+        text = _NOTE.sub("", text)
     for _ in range(3 if "frac" in text else 0):  # nested \frac{\frac{a}{b}}{c}
         text = _FRAC.sub(r"((\1)/(\2))", text)
     text = _DELIMS.sub(" ", text)
@@ -169,13 +224,15 @@ def statements(text: str) -> list[Statement]:
             v = evaluate_latex(side)
         return v
 
-    for clause in _CLAUSE.split(_normalise(text)):
+    for clause in CLAUSE.split(normalise(text)):
         if "=" not in clause:  # most clauses of a long text: no statement (a run holding '=' is one)
             continue
         for m in _RUN.finditer(clause):
             if "=" not in m.group():
                 continue
             sides = [s.strip().rstrip(".").strip() for s in m.group().split("=")]
+            approx = [side.startswith("~") for side in sides]  # "a =~ b": a ≈ b
+            sides = [side.lstrip("~").strip() for side in sides]
             before = clause[max(0, m.start() - _WORD_BEFORE):m.start()]
             if sides[0][:1] and (sides[0][0] in "+*/^" or (sides[0][0] == "-" and before[-1:].isalpha())) and (
                     word := re.search(r"(\S+)\s*$", before)):
@@ -191,7 +248,7 @@ def statements(text: str) -> list[Statement]:
                         out.append(Statement(lhs or "…", rhs or "…", None, rv if not lhs and rhs else None))
                     continue
                 named = i == 0 and bool(_NAMED.search(before))
-                out.append(Statement(lhs, rhs, lv, rv, named))
+                out.append(Statement(lhs, rhs, lv, rv, named, approx[i + 1]))
     return out
 
 
@@ -231,17 +288,19 @@ def show(v: Fraction) -> str:
 
 
 def gives(s: Statement, target: Fraction) -> bool:
-    """Whether ``s`` computes ``target``: a true statement with it on the right, or a name set to a computation of it
-    (``x = 20 - 6`` gives 14)."""
+    """Whether ``s`` computes ``target``: a true statement with it on the right (or, the target a whole number, a
+    fraction that rounds to it), a conversion of a value to it (``$0.25 = 25 cents``), or a name set to a computation
+    of it (``x = 20 - 6`` gives 14)."""
     if s.ok:
-        return s.rhs_value == target or bool(_PERCENT_SIDE.match(s.rhs) and s.rhs_value * 100 == target)
+        assert s.rhs_value is not None
+        values = (s.rhs_value, s.rhs_value * 100) if _PERCENT_SIDE.match(s.rhs) else (s.rhs_value,)
+        # ... or a value that the target rounds ("33.33%" for 33, "1.98 trips" for 2: a fraction rounded to a whole)
+        return target in values or (target.denominator == 1 and any(
+            v.denominator != 1 and abs(v - target) < Fraction(1, 2) for v in values))
+    if (s.rhs_value == target and s.lhs_value and not _OPERATOR.search(s.lhs) and not _OPERATOR.search(s.rhs)
+            and s.lhs_value / target in _CONVERSIONS):
+        return True  # "$0.25 = 25 cents": a conversion of a value the working holds
     return s.lhs == "…" and s.rhs_value == target and bool(_OPERATOR.search(s.rhs))
-
-
-def computes(text: str, value: float | Fraction) -> bool:
-    """Whether a statement of ``text`` computes ``value`` (:func:`gives`)."""
-    target = Fraction(value)
-    return any(gives(s, target) for s in statements(text))
 
 
 LEADING = re.compile(rf"\s*(\$?-?{WRITTEN}(?:\s*[-+*/x]\s*\$?{WRITTEN})*(?:\s*=\s*\$?-?{WRITTEN})?)")
