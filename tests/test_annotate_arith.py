@@ -176,6 +176,23 @@ def test_formatted_working_is_read_as_its_arithmetic(working, value):
     "\\[ A + 4 = 3 \\times 14 \\]\n\\[ A + 4 = 42 \\]",  # two display blocks
     "\\[ 1.2 \\text{ hours} \\]\n\nOver 5 days, the total is",  # "over" across a paragraph is no division
     "\\[ \\frac{4499}{2250} \\approx 1.98 \\]",  # a rounding that is off is unread, not false
+    # MATH-500 working of nine 7B checkpoints and THIP's (docs/flags.md): each was a false statement before
+    "\\[ f(5) - 1 = 7 - 1 = 6 \\]",  # a function's value
+    "\\sqrt{3(3) - 5} = \\sqrt{9 - 5} = \\sqrt{4} = 2",  # 3(3) is a product (latex2sympy read it as 1)
+    "\\frac{\\frac{5}{12}}{2} \\text{ or } \\frac{\\frac{3}{12}}{2} = \\frac{5}{24} \\text{ or } \\frac{1}{8}",  # alternatives
+    "\\(6 \\div 4 = 1\\) remainder 2",  # integer division
+    "Therefore, the units digit of \\(18^6\\) is 4.",  # a digit, not 18^6
+    "Test x = 0:\n\\[9^0 + 19 = 10^0\\]\n\\[1 + 19 = 1\\]\n\\[20 \\neq 1\\]\nSo, x = 0 is not a solution.",  # rejected
+    "we get \\( r^2 = 0 \\) or \\( r - 3 = 0 \\)",  # "or r" is no unit
+    "So the simplified value of $\\frac{7}{30} @ \\frac{10}{21}$ is $49$.",  # a fraction is a value, named
+    "6 = \\frac{1}{2} \\left| \\text{det} \\right|.",  # the side goes on past what is read
+    "\\[ 1 \\text{ bap} = \\frac{5}{3} \\text{ yaps} \\]",  # a conversion of made-up units
+    "\\[ v = \\frac{1 \\text{ km}}{2.5 \\text{ hours}} = \\frac{1000 \\text{ m}}{2.5 \\times 3600 \\text{ s}} \\]",  # speed
+    "\\cos(3\\pi) + i\\sin(3\\pi) = -1",  # the imaginary unit
+    "\\sqrt[3]{8^2} = \\sqrt[3]{2^6} = 2^{6/3} = 2^2 = 4",  # a root's index
+    "\\text{Area} = \\frac{1}{2} \\times 10 \\times 3 = 15 \\text{ cm}^2",  # a unit's power
+    "then $a = \\frac{2009}{1681} = 1.2 \\ldots$, which is not an integer",  # a decimal cut with an ellipsis
+    "18 \\times \\frac{4}{9} = 18 \\times 0.4444 \\approx 8",  # a rounded operand on the right
 ])
 def test_algebra_labels_and_conversions_are_no_false_statements(working):
     assert not [s.text for s in statements(working) if s.ok is False]
@@ -184,7 +201,9 @@ def test_algebra_labels_and_conversions_are_no_false_statements(working):
 def test_real_slips_are_still_false():
     for working in ("21 - 15 = 3", "9 + 9 = 10", "1.25 * 4 = 5.04", "2 + 48 + 3150 + 1300 = 3400 \\text{ pounds}",
                     "**Total:** 65 + 94 = 150", "\\[ 50 - 40 = 20 \\text{ minutes} \\]", "40\\% \\times 3 = 120",
-                    "0.4 * 30 = 1.2", "3 * 40 = 1200"):  # decimal slips (x 100, x 10) are no conversions
+                    "0.4 * 30 = 1.2", "3 * 40 = 1200",  # decimal slips (x 100, x 10) are no conversions
+                    "\\[ 9999 = 1331 \\cdot 7 + 882 \\]", "- Third row: \\( 2 + 7 + 6 = 17 \\)",  # real slips in MATH work
+                    "So, \\( 6432 = 132 \\times 48 + 48 \\).", "there are \\( 2 \\times 2 = 8 \\) favorable arrangements"):
         assert [s.ok for s in statements(working)] == [False], working
 
 
@@ -193,6 +212,20 @@ def test_an_equation_that_only_names_a_value_computes_nothing():
     for working in ("x = 16. The answer is 16.", "16 = x", "Ben * 4 = 16. The answer is 16.", "x^2 = 256, so x = 16"):
         assert check_working(working, "16", q) is not None, working
     assert sorted(solutions("\\[ 2x + 10 = 110 \\]\n\\[ D_b + 16 = D_w - 1 \\]\n\\[ x + y = 5 \\]")) == [Fraction(50)]
+
+
+def test_no_computation_is_decided_on_a_short_working_only():
+    """A short working that never computes its answer is a skipped computation; a long one that reaches it in words,
+    code or LaTeX this reader cannot check is undecided, and never a flag (precision first)."""
+    q = "How many integers are in the solution set of $|x-2| \\leq 5.6$?"
+    assert "no true computation gives 11" in check_working("The answer is 11.", "11", q).evidence
+    long = ("The inequality can be rewritten as -5.6 <= x - 2 <= 5.6, so -3.6 <= x <= 7.6. The integers in this "
+            "range are -3, -2, -1, 0, 1, 2, 3, 4, 5, 6 and 7. Counting them one by one gives eleven numbers, from the "
+            "smallest, -3, to the largest, 7, with every integer between them included and none left out of the "
+            "count. Therefore, there are \\boxed{11} integers in the solution set.")
+    assert len(long) > 300 and check_working(long, "11", q) is None
+    code = "Let's add them with Python.\n```python\nresult = 313.9 + 12.6\nprint(result)\n```\n```output\n326.5\n```"
+    assert check_working(code, "326.5", "What is 313.9 + 12.6?", setup=True) is None  # the code computes with both
 
 
 def test_a_wrong_rounding_or_a_far_value_gives_nothing():

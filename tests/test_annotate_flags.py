@@ -21,16 +21,20 @@ from pipeline.annotate.flag_runner import (
     steps,
 )
 from pipeline.config import ConfigError
+from pipeline.thinking import answer_section
 
 GOLDEN = yaml.safe_load((Path(__file__).parent / "data/flags_golden.yaml").read_text())
 CASES = GOLDEN["cases"]
-TYPES = {"sample_idx": pa.int64(), "n_tokens": pa.int64(), "n": pa.int64(), "n_correct": pa.int64(), "steps": pa.int64(),
+TYPES = {"sample_idx": pa.int64(), "thinking_chars": pa.int64(), "n_tokens": pa.int64(), "n": pa.int64(),
+         "n_correct": pa.int64(), "steps": pa.int64(),
          "ref_steps": pa.int64(), "median_correct_steps": pa.float64(), "pass_rate": pa.float64()}
 
 
 def _row(case: dict) -> dict:
     row = {**GOLDEN["defaults"], **case["row"]}
     row["pass_rate"] = row["n_correct"] / row["n"]
+    # as the verify stage writes it under its default thinking mode (auto): null where it read no thinking block
+    row.setdefault("thinking_chars", answer_section(row["completion"], "auto").thinking_chars)
     return row
 
 
@@ -179,6 +183,8 @@ def _generated_rows(count: int, seed: int = 0) -> list[dict]:
             "problem_id": f"g{i}", "policy_id": "pol", "sample_idx": 0, "status": status,
             "extracted": None if status == "no_answer" else str(rng.choice([answer, a, b])),
             "completion": completion, "n_tokens": rng.randint(1, 64),
+            # as verify writes it under the policy's thinking mode: null where it read no thinking block
+            "thinking_chars": answer_section(completion, rng.choice(["auto", "tags", "off"])).thinking_chars,
             "finish_reason": rng.choice(["stop", "stop", "length"]), "question": question, "n": n,
             "n_correct": n_correct, "pass_rate": n_correct / n, "steps": steps(completion),
             "ref_steps": rng.choice([None, 0, 1, 2, 4, 8]),

@@ -6,6 +6,7 @@ and Qwen-32B, QwQ-32B; 1,788 completions, 1,441 graded correct), fetched, never 
 ``../shared/data/real_outputs``; the tests skip without them). tests/data/real_unsupported_labels.jsonl holds what
 reading found in the 47 rollouts the flag fired on before the working was read as algebra, conversions and roundings
 (7 Dec 2026): 5 real (a false sum the model was paid for, ``50 - 40 = 20``), 42 false alarms, each with its reason.
+Development figures: the rules were written after reading them.
 Every rollout the flag fires on now must have been read; the figures are in docs/flags.md.
 """
 
@@ -61,10 +62,10 @@ def test_every_flag_was_read(flagged, labels):
 
 
 def test_precision_over_everything_flagged(flagged, labels):
-    """A user filtering on the flag sees every flagged rollout: most must be real (5 of 8 when measured)."""
+    """A user filtering on the flag sees every flagged rollout: they must be real (5 of 5 when measured)."""
     _, hits = flagged
     real = [k for k in hits if labels[k]["label"] == "real"]
-    assert len(hits) <= 12 and len(real) / len(hits) >= 0.6, {k: (labels[k]["reading"], v) for k, v in hits.items()}
+    assert len(hits) <= 8 and len(real) / len(hits) >= 0.9, {k: (labels[k]["reading"], v) for k, v in hits.items()}
 
 
 def test_the_real_ones_stay_flagged(flagged, labels):
@@ -73,9 +74,10 @@ def test_the_real_ones_stay_flagged(flagged, labels):
     assert not missed
 
 
-def test_the_false_alarms_read_stay_quiet_but_the_known_ones(flagged, labels):
+def test_the_false_alarms_read_stay_quiet(flagged, labels):
     """The forms read (an equation solved for the answer, a conversion, a rounding, a note in brackets, a statement
-    run across lines) no longer fire; what still does is algebra in two unknowns and working in words only."""
+    run across lines) no longer fire, nor do the ones this reader cannot check (algebra in two unknowns, working in
+    words only: a long working with no computation of the answer is undecided, never flagged)."""
     _, hits = flagged
     still = sorted(labels[k]["reading"] for k in hits if labels[k]["label"] == "false_alarm")
-    assert still == ["algebra with two unknowns", "algebra with two unknowns (indexed)", "working in words only"], still
+    assert still == [], still

@@ -118,13 +118,14 @@ def test_the_openai_engine_conforms_against_a_tiny_server():
 # -- detectors ---------------------------------------------------------------------------------------
 
 def _samples(rows: list[dict]) -> pa.Table:
-    types = {"sample_idx": pa.int64(), "n_tokens": pa.int64(), "n": pa.int64(), "n_correct": pa.int64(),
+    types = {"sample_idx": pa.int64(), "thinking_chars": pa.int64(), "n_tokens": pa.int64(), "n": pa.int64(),
+             "n_correct": pa.int64(),
              "steps": pa.int64(), "ref_steps": pa.int64(), "median_correct_steps": pa.float64(),
              "pass_rate": pa.float64()}
     return pa.table({c: pa.array([r[c] for r in rows], type=types.get(c, pa.string())) for c in SAMPLE_COLUMNS})
 
 
-NEUTRAL = {"problem_id": "p", "policy_id": "q", "sample_idx": 0, "status": "correct", "extracted": "5",
+NEUTRAL = {"problem_id": "p", "policy_id": "q", "sample_idx": 0, "status": "correct", "extracted": "5", "thinking_chars": None,
            "completion": " 2 + 3 = 5. The answer is 5.", "n_tokens": 9, "finish_reason": "stop",
            "question": "What is 2 + 3?", "n": 8, "n_correct": 4, "pass_rate": 0.5, "steps": 1, "ref_steps": None,
            "median_correct_steps": 1.0}

@@ -161,7 +161,7 @@ def _rollout_samples_sql(rollouts: str) -> str:
 def _samples_sql(verdicts: str, rollouts: str) -> str:
     """One row per verified rollout with its problem, its group's counts and its steps (flags.SAMPLE_COLUMNS)."""
     return f"""
-        SELECT v.problem_id, v.policy_id, v.sample_idx, v.status, v.extracted, r.completion, r.n_tokens,
+        SELECT v.problem_id, v.policy_id, v.sample_idx, v.status, v.extracted, v.thinking_chars, r.completion, r.n_tokens,
                r.finish_reason, p.question, g.n, g.n_correct, g.n_correct / g.n AS pass_rate,
                {STEPS_SQL.format(x="r.completion")} AS steps, p.ref_steps, m.median_correct_steps
         FROM {verdicts} v JOIN {rollouts} r USING (problem_id, policy_id, sample_idx)

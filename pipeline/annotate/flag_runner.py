@@ -46,8 +46,8 @@ def steps(text: str) -> int:
 # the hits the runner yields: the flags table's columns, plus whether the flagged rollout was correct
 HITS_SCHEMA = schema("flags").arrow.append(pa.field("correct", pa.bool_(), nullable=False))
 
-SAMPLE_COLUMNS = ("problem_id", "policy_id", "sample_idx", "status", "extracted", "completion", "n_tokens",
-                  "finish_reason", "question", "n", "n_correct", "pass_rate", "steps", "ref_steps",
+SAMPLE_COLUMNS = ("problem_id", "policy_id", "sample_idx", "status", "extracted", "thinking_chars", "completion",
+                  "n_tokens", "finish_reason", "question", "n", "n_correct", "pass_rate", "steps", "ref_steps",
                   "median_correct_steps")
 
 

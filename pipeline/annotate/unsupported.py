@@ -6,9 +6,10 @@ evaluated with exact rationals, after units, ``$``, thousands commas and LaTeX (
 (latex2sympy2, math-verify's own parser) where it parses. A correct answer is flagged when
 
 1. the working holds a false statement (``21 - 15 = 3`` is false: 6), or
-2. no true statement of the working evaluates to the answer, and no equation it solves has the answer as its root
-   (``3R + 5(R + 2) = 42``, :mod:`pipeline.arith.algebra`), although the answer needs computing (it is not one of
-   the question's numbers): ``Ben * 4 = 16`` is not arithmetic, and ``The answer is 16.`` alone is no working, or
+2. in a short working (:data:`NO_COMPUTATION_MAX_CHARS`), no true statement evaluates to the answer and no equation it
+   solves has the answer as its root (``3R + 5(R + 2) = 42``, :mod:`pipeline.arith.algebra`), although the answer
+   needs computing (it is not one of the question's numbers): ``Ben * 4 = 16`` is not arithmetic, and ``The answer is
+   16.`` alone is no working; a longer working without such a computation is undecided here, never flagged, or
 3. (``annotate.options.unsupported_answer.setup``, on by default) the working never computes with some
    number of the question: true arithmetic on the wrong quantities, ``19 + 20 = 39`` where the
    problem needs 4 * 10 + 19 - 20 ("the working never computes with 4, 10 of the question"). A
@@ -29,9 +30,9 @@ from __future__ import annotations
 from fractions import Fraction
 from functools import lru_cache
 
+from pipeline.annotate.graded import graded_text
 from pipeline.annotate.hit import Hit
 from pipeline.arith import Statement, answer_value, gives, numbers, question_numbers, show, solutions, statements
-from pipeline.thinking import final_section
 
 _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: at most ~130 MB of keys)
 # the setup rule reads a short working only: in a worked solution of more steps, a number of the question left out
@@ -39,37 +40,47 @@ _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: 
 # (25 cents as $0.25): 8 of 8 such flags read on four reasoning models' GSM8K rollouts were (docs/flags.md)
 SETUP_MAX_STATEMENTS = 2
 SETUP_MAX_CHARS = 300  # ... in a working of a line or two (the main job's are under 200 characters)
+# "no true computation gives the answer" is decided on a short working only: a longer one that reaches its answer in
+# words, in LaTeX this reader cannot evaluate (\cos^{-1}, a floor, a binomial), in code and its output, or in algebra
+# of two unknowns is not a skipped computation but one this reader cannot check, and so never a flag (precision first:
+# on four reasoning models' GSM8K working the rule's 3 flags past this length were all such; on MATH-500 most of
+# 671, docs/flags.md). A false statement is decided at any length.
+NO_COMPUTATION_MAX_CHARS = 300
 
 
-def check_working(completion: str, extracted: str | None, question: str, *, setup: bool = False) -> Hit | None:
+def check_working(completion: str, extracted: str | None, question: str, *, setup: bool = False,
+                  thinking: bool = True) -> Hit | None:
     """The ``unsupported_answer`` decision for one correct completion (see the module's doc).
 
     ``setup``: also fire when the working's arithmetic never uses some of the question's numbers
-    (a wrong setup, such as ``19 + 20 = 39``), with the evidence naming them. Linear in the completion
-    (:mod:`pipeline.arith`); a group's k samples often repeat one short text, so short ones are cached.
+    (a wrong setup, such as ``19 + 20 = 39``), with the evidence naming them. ``thinking``: verify read the
+    completion's thinking apart, so the working is its final section (:func:`~pipeline.annotate.graded.graded_text`).
+    Linear in the completion (:mod:`pipeline.arith`); a group's k samples often repeat one short text, so short ones
+    are cached.
     """
     if len(completion) <= _CACHED_CHARS:
-        return _check_cached(completion, extracted, question, setup)
-    return _check(completion, extracted, question, setup)
+        return _check_cached(completion, extracted, question, setup, thinking)
+    return _check(completion, extracted, question, setup, thinking)
 
 
 @lru_cache(maxsize=65536)
-def _check_cached(completion: str, extracted: str | None, question: str, setup: bool) -> Hit | None:
-    return _check(completion, extracted, question, setup)
+def _check_cached(completion: str, extracted: str | None, question: str, setup: bool, thinking: bool) -> Hit | None:
+    return _check(completion, extracted, question, setup, thinking)
 
 
-def _check(completion: str, extracted: str | None, question: str, setup: bool) -> Hit | None:
+def _check(completion: str, extracted: str | None, question: str, setup: bool, thinking: bool) -> Hit | None:
     answer = answer_value(extracted)
     if answer is None:
         return None
-    working = final_section(completion)  # a reasoning model's thinking tries and drops; its answer is worked
+    working = graded_text(completion, thinking)  # a reasoning model's thinking tries and drops; its answer is worked
     stmts = statements(working)
     false = [s for s in stmts if s.ok is False]
     if false:
         shown = "; ".join(f"{s.text} is false ({show(s.lhs_value)})" for s in false[:3])
         return Hit(float(len(false)), shown)
     given = question_numbers(question)
-    if answer not in given and not any(gives(s, answer) for s in stmts) and answer not in solutions(working):
+    if (answer not in given and len(working) <= NO_COMPUTATION_MAX_CHARS and not any(gives(s, answer) for s in stmts)
+            and answer not in solutions(working)):
         claims = [s for s in stmts if s.ok is None and (s.rhs_value == answer or _mentions(s.rhs, answer))]
         why = f" ({claims[0].text} is not arithmetic)" if claims else (" (no working)" if not stmts else "")
         return Hit(0.0, f"no true computation gives {show(answer)}{why}")
@@ -86,7 +97,7 @@ def unused_numbers(stmts: list[Statement], given: frozenset[Fraction]) -> set[Fr
     unused, results = set(given), set()
     pairs: dict[Fraction, tuple[Fraction, Fraction]] | None = None  # combined value -> its pair, for `unused`
     for s in stmts:
-        for v in numbers(s.lhs):
+        for v in numbers(s.rhs if s.lhs == "…" else s.lhs):  # "result = 313.9 + 12.6" computes with its right side
             if v in unused:
                 unused.discard(v)
                 pairs = None

@@ -240,6 +240,9 @@ def _size(expr) -> int | None:
     return sizes[id(expr)]
 
 
+_DIGIT_BRACKET = re.compile(r"(?<=\d)\s*\(")
+
+
 @lru_cache(maxsize=4096)
 def evaluate_latex(expr: str) -> Fraction | None:
     """A side that still holds LaTeX, read by latex2sympy2 (math-verify's parser); None unless it is a number.
@@ -249,6 +252,8 @@ def evaluate_latex(expr: str) -> Fraction | None:
     that parses only evaluated must hold nothing that grows (:data:`_GROWS`)."""
     if len(expr) > MAX_LATEX_CHARS:
         return None
+    if "(" in expr:  # "\\sqrt{3(3) - 5}": latex2sympy reads 3(3) wrongly (1, not 2); a product, written out
+        expr = _DIGIT_BRACKET.sub("*(", expr)
     try:
         import sympy
         from latex2sympy2_extended import latex2sympy

@@ -36,7 +36,8 @@ _FUNCTION_WORDS = r"(?:of|and|or|to|from|is|are|for|by|per|in|on|at|the|an?|with
 # ("\text{ of }" is "of", "\text{Jane's age} - 3" is a name in the arithmetic), without its digits ("\text{Angela's
 # age in 4 years} - 4": a name, not 4 - 4); "4 \times (\text{Number of mask refusers})" keeps its name. None of these
 # reaches past a line's end (a display block's next line is another statement)
-_TEXT_UNIT = re.compile(rf"(?<=\d)[ \t]*(?:\\[,;! ][ \t]*)?{_TEXT}|/[ \t]*{_TEXT}|(?<=\d)[ \t]*\([ \t]*{_TEXT}[ \t]*\)"
+_TEXT_UNIT = re.compile(rf"(?<=\d)[ \t]*(?:\\[,;! ][ \t]*)?{_TEXT}(?:\^\{{?\d\}}?)?"  # "15 \text{ cm}^2"
+                        rf"|/[ \t]*{_TEXT}|(?<=\d)[ \t]*\([ \t]*{_TEXT}[ \t]*\)"
                         r"|(?<=\d)[ \t]+[A-Za-z]+/[A-Za-z]+|(?<=\d)/[A-Za-z]{2,}\b"  # "$5.00/pack": per a unit
                         # after a fraction, a unit of a word or two: "\frac{3}{4} \text{ gallons}", not "\text{ of }"
                         rf"|(?<=\}})[ \t]*(?:\\[,;! ][ \t]*)?{_TEXT_OPEN}\s*(?!{_FUNCTION_WORDS})"
@@ -47,7 +48,7 @@ _TEXT_WORDS = re.compile(_TEXT_OPEN + r"([^{}]*)\}")
 _DIGITS = re.compile(r"\d")
 # a repeating decimal: "33.\overline{3}" is 33.333333 (read to its decimals by agrees()), "33.333\ldots" is 33.333
 _OVERLINE = re.compile(r"(\d\.\d*)\\overline\{(\d{1,6})\}")
-_ELLIPSIS = re.compile(r"(?<=\d)(?:\\[lc]?dots|…|\.\.\.)")
+_ELLIPSIS = re.compile(r"(?<=\d)[ \t]*(?:\\[lc]?dots|…|\.\.\.)")
 
 
 _TIMES_X = re.compile(r"(?<=[\d)])[ \t]*[xX][ \t]*(?=[\d(])")  # "4 x 10"; "20x \n2. Divide" is a variable
@@ -68,7 +69,8 @@ _WORD_SYMS = tuple(sym for _, sym in _WORD_OP_WORDS)
 
 
 # a unit after a number, before an operator or '=': "4 bags * 10 eggs = 40 eggs" -> "4 * 10 = 40 eggs"
-_UNIT = re.compile(r"(?<=\d)(?:[ \t]+(?!x\b)[A-Za-z][A-Za-z']*){1,2}(?=[ \t]*(?:[-+*/=]|\\times|\\cdot))")
+_UNIT = re.compile(r"(?<=\d)(?:[ \t]+(?!(?:or|and|so|then|if|is|of|to|but|we|it|as|at|in|on|by|for|with)\b)"
+                   r"[A-Za-z][A-Za-z']+){1,2}(?=[ \t]*(?:[-+*/=]|\\times|\\cdot))")  # "= 0 or e = 16/5": no unit
 
 
 # a clause ends at a sentence's period, a comma or semicolon with a space, a colon, a question mark or a newline
@@ -79,6 +81,18 @@ CLAUSE = re.compile(r"\.(?=\s|$)|[,;](?=\s)|[:?!\n]")
 # maximal run holding '=' (found as maximal runs, then filtered: "X*=X*" itself backtracks quadratically on a long
 # run without '=')
 _RUN = re.compile(r"(?:[\d.\s(){}+\-*/^%=~]|\\[A-Za-z]+)+")
+
+
+# a clause of modular arithmetic or digits: its '=' are congruences or "is" of a digit, not equalities
+_MODULAR = re.compile(r"(?i)remainder|\bmod(?:ulo)?\b|\\[pb]mod|\\equiv|≡|congruent|\bdigits?\b")
+# what says a statement just made does not hold: it was a candidate tried ("Test x = 0: 1 + 19 = 1, 20 \neq 1")
+_REJECTED = re.compile(r"(?i)\\neq?\b|≠|\bnot (?:a |the )?(?:solution|equal|correct|true|valid|possible)|\bincorrect\b"
+                       r"|\bcontradiction\b|\bdoes(?:n't| not) (?:work|hold|satisfy)|\bis(?:n't| not) (?:correct|right|true)")
+_REJECT_WINDOW = 160  # characters after the statement's clause
+
+
+_OR_AFTER = re.compile(r"[ \t]*or\b")  # alternatives: "x = 5/24 or 1/8"
+_OR_BEFORE = re.compile(r"\bor[ \t]*$")
 
 
 _NAMED = re.compile(r"[A-Za-z]\s*$")  # the text before a run ends in a word and a space: "Step 1 = ...", "Year 2010 ="
@@ -105,24 +119,30 @@ class Statement:
     rhs_value: Fraction | None
     named: bool = False  # the left side is a bare number right after a word ("Distance 1 = ...")
     approx: bool = False  # written with \approx: "0.3333 * 100 ≈ 33%"
+    rejected: bool = False  # the text right after says it does not hold ("\neq", "not a solution"): a tried candidate
 
     @cached_property  # read several times per statement by the detectors
     def ok(self) -> bool | None:
         if self.lhs_value is None or self.rhs_value is None:
             return None
+        if self.rejected and self.lhs_value != self.rhs_value:
+            return None  # "1 + 19 = 1 \n 20 \neq 1, so x = 0 is not a solution": a candidate tried and rejected
         if self.approx:  # a rounding is right or unread, never a false claim: "≈ 33%" of 33.33, "≈ 1.98" of 4499/2250
             return True if _rounds_to(self) else None
         if self.lhs_value and self.rhs_value and self.lhs_value / self.rhs_value in _TIME_FACTORS:
-            return None  # "1 hour + 0.25 hours = 60 minutes + 15 minutes": a conversion of time, not a false sum
-        if self.lhs_value != self.rhs_value and not _OPERATOR.search(self.lhs) and not _OPERATOR.search(self.rhs):
-            return None  # "3 dozen = 36", "2 hours = 120 minutes": a conversion with its units dropped, not arithmetic
+            return None  # "1 hour + 0.25 hours = 60 minutes + 15 minutes", "1 km / 2.5 hours = 1000 m / (2.5 * 3600 s)":
+            # a conversion of time or speed, not a false sum
+        if self.lhs_value != self.rhs_value and not _computed(self.lhs) and not _computed(self.rhs):
+            return None  # "3 dozen = 36", "1 bap = 5/3 yaps": a conversion with its units dropped, not arithmetic; "the
+            # value of 10/21 is 49", "f(6) = 1/2": a fraction is a value, and a value named by another is no claim
         if (self.lhs_value != self.rhs_value and not _OPERATOR.search(self.lhs)
                 and self.lhs_value in numbers(without_separators(self.rhs))):
             return None  # "90 minutes = 90/60 hours", "$220: 0.40 * 220 = 88" read as "220 = 0.40 * 220": a label
         if self.named and not _OPERATOR.search(self.lhs):
             return None  # "Distance 1 = 60 * 2 = 120", "the 2010 penny = 3/4 * 48": a number that names, not a claim
-        return (agrees(self.lhs_value, self.rhs_value, self.rhs) or _percent_of_100(self) or _percent_rounded(self)
-                or _rounded_operand(self))
+        return (agrees(self.lhs_value, self.rhs_value, self.rhs) or agrees(self.rhs_value, self.lhs_value, self.lhs)
+                or _percent_of_100(self) or _percent_rounded(self) or _rounded_operand(self.lhs, self.lhs_value, self.rhs_value)
+                or _rounded_operand(self.rhs, self.rhs_value, self.lhs_value))  # "0.777777 = 7/9", "18*4/9 = 18*0.4444"
 
     @property
     def text(self) -> str:
@@ -130,6 +150,14 @@ class Statement:
 
 
 _PERCENT_SIDE = re.compile(r"^\s*-?[\d.]+\s*%\s*$")
+_FRACTION_VALUE = re.compile(r"\(\(\s*-?[\d.]+\s*\)/\(\s*[\d.]+\s*\)\)")  # \frac{5}{3} as normalised: a value
+
+
+def _computed(side: str) -> bool:
+    """Whether the side computes (holds an operator), a fraction of two numbers being a value."""
+    return bool(_OPERATOR.search(_FRACTION_VALUE.sub("1", side) if "((" in side else side))
+
+
 def _percent_rounded(s: Statement) -> bool:
     """``(32/96) * 100% = 33.33%``, ``(7/20) * 100 = 35.0%``: a percent written to its decimals."""
     if not _PERCENT_SIDE.match(s.rhs):
@@ -144,7 +172,8 @@ _TIMES_100 = re.compile(r"\*\s*100(?![\d.])|(?<![\d.])100\s*\*")
 _DECIMALS = re.compile(r"(\d+)\.(\d+)")
 
 
-_TIME_FACTORS = frozenset({Fraction(60), Fraction(1, 60), Fraction(3600), Fraction(1, 3600)})
+_TIME_FACTORS = frozenset({Fraction(60), Fraction(1, 60), Fraction(3600), Fraction(1, 3600), Fraction(18, 5),
+                           Fraction(5, 18)})  # ... and km/h to m/s
 # a statement with no operator whose sides differ by one of these is a conversion ("$0.25 = 25 cents", "2 hours = 120
 # minutes", "1.5 kg = 1500 g"): it gives its right side (gives())
 _CONVERSIONS = frozenset(Fraction(f) for f in (60, 3600, 100, 1000, 12, 24, 7, 16)) | frozenset(
@@ -168,15 +197,15 @@ def _percent_of_100(s: Statement) -> bool:
     return bool(_PERCENT_SIDE.match(s.rhs) and _TIMES_100.search(s.lhs)) and s.lhs_value == s.rhs_value * 100
 
 
-def _rounded_operand(s: Statement) -> bool:
+def _rounded_operand(side: str, value: Fraction | None, other: Fraction | None) -> bool:
     """``13.333 * 3 = 40``, ``0.6667 * 9 = 6``: an operand written to d >= 2 decimals may be a rounded value (a third,
     two thirds), off by up to half its last place; the result may be off by the sum of those relative errors."""
-    rounded = [m for m in _DECIMALS.finditer(s.lhs) if len(m.group(2)) >= 2]
-    if not rounded or s.lhs_value is None or s.rhs_value is None or s.rhs_value == 0:
+    rounded = [m for m in _DECIMALS.finditer(side) if len(m.group(2)) >= 2]
+    if not rounded or value is None or other is None or other == 0:
         return False
     tolerance = sum((Fraction(1, 2 * 10 ** len(m.group(2))) / Fraction(m.group()) for m in rounded
                      if Fraction(m.group()) != 0), Fraction(0))
-    return abs(s.lhs_value - s.rhs_value) <= abs(s.rhs_value) * tolerance
+    return abs(value - other) <= abs(other) * tolerance
 
 
 def agrees(value: Fraction, written: Fraction, text: str) -> bool:
@@ -224,9 +253,16 @@ def statements(text: str) -> list[Statement]:
             v = evaluate_latex(side)
         return v
 
-    for clause in CLAUSE.split(normalise(text)):
+    normal = normalise(text)
+    start = 0
+    for end_m in itertools.chain(CLAUSE.finditer(normal), [None]):
+        end = end_m.start() if end_m else len(normal)
+        clause, start, after = normal[start:end], end_m.end() if end_m else end, end
         if "=" not in clause:  # most clauses of a long text: no statement (a run holding '=' is one)
             continue
+        if _MODULAR.search(clause):  # "6 / 4 = 1 remainder 2", "the units digit of 18^6 is 4": not equalities
+            continue
+        rejected = bool(_REJECTED.search(normal, after, after + _REJECT_WINDOW))
         for m in _RUN.finditer(clause):
             if "=" not in m.group():
                 continue
@@ -234,13 +270,20 @@ def statements(text: str) -> list[Statement]:
             approx = [side.startswith("~") for side in sides]  # "a =~ b": a ≈ b
             sides = [side.lstrip("~").strip() for side in sides]
             before = clause[max(0, m.start() - _WORD_BEFORE):m.start()]
-            if sides[0][:1] and (sides[0][0] in "+*/^" or (sides[0][0] == "-" and before[-1:].isalpha())) and (
-                    word := re.search(r"(\S+)\s*$", before)):
-                sides[0] = f"{word.group(1)} {sides[0]}"  # "Ben * 4", "x - 10": a word in the arithmetic
+            prev = before.rstrip()[-1:]
+            if sides[0][:1] and (sides[0][0] in "+*/^" or (sides[0][0] == "-" and (
+                    before[-1:].isalpha() or prev in "|!]"))) and (word := re.search(r"(\S+)\s*$", before)):
+                sides[0] = f"{word.group(1)} {sides[0]}"  # "Ben * 4", "x - 10", "|x-4| - 10": a word in the arithmetic
             if clause[m.end():m.end() + 1].isalpha() and m.group()[-1:] in "0123456789)":
                 sides[-1] += clause[m.end()]  # "45 + 5 = 2S": a coefficient, algebra, not a number
-            if before[-1:].isalpha() and m.group()[:1].isdigit():
-                sides[0] = before[-1] + sides[0]  # "x2 = 4", "S2 = 9": the same at the start
+            if (clause[m.end():].lstrip()[:1] in ("|", "!") and clause[m.end():].strip()) or _OR_AFTER.match(
+                    clause, m.end()):
+                sides[-1] += " |"  # "6 = 1/2 |det|", "= 5!", "= 5/24 or 1/8": the side goes on past what is read
+            if (before[-1:].isalpha() and m.group()[:1] in "0123456789(\\") or before[-1:] == "]":
+                # "x2 = 4", "f(5) - 1", "i\\sin(3\\pi)", "\\sqrt[3]{2^6}": the same at the start
+                sides[0] = re.search(r"\S*$", before).group() + sides[0]
+            if _OR_BEFORE.search(before):
+                sides[0] = "| " + sides[0]  # "5/12 or 3/12 = ...": one of two alternatives
             values = [value(side) if side else None for side in sides]  # each side once: a chain shares them
             for i, ((lhs, lv), (rhs, rv)) in enumerate(itertools.pairwise(zip(sides, values, strict=True))):
                 if not lhs or not rhs:  # "x = 5", "Total = 40": a name, not a claim
@@ -248,7 +291,7 @@ def statements(text: str) -> list[Statement]:
                         out.append(Statement(lhs or "…", rhs or "…", None, rv if not lhs and rhs else None))
                     continue
                 named = i == 0 and bool(_NAMED.search(before))
-                out.append(Statement(lhs, rhs, lv, rv, named, approx[i + 1]))
+                out.append(Statement(lhs, rhs, lv, rv, named, approx[i + 1], rejected))
     return out
 
 

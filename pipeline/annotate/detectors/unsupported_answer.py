@@ -45,4 +45,5 @@ class UnsupportedAnswer(Detector):
     def detect(self, row: dict) -> Hit | None:
         if row.get("status") != "correct" or row.get("extracted") is None:  # the rule is whole without its SQL prefilter
             return None
-        return check_working(row["completion"], row["extracted"], row["question"], setup=self.options.setup)
+        return check_working(row["completion"], row["extracted"], row["question"], setup=self.options.setup,
+                             thinking=row.get("thinking_chars", 0) is not None)
