@@ -364,8 +364,15 @@ def stated_answers(text: str) -> list[str]:
     return [_NESTED.split(c.answer[:MAX_ANSWER_CHARS], maxsplit=1)[0] for c in candidates(text)]
 
 
+_BOXED_WHOLE = re.compile(r"\\boxed\{(.*)\}")
+
+
 def answer_key(answer: str, *, latex: bool = True) -> str:
-    """One key per answer as the grader reads it: normalised, then its exact value where it is arithmetic
-    (``943 * 13 = 10,229``, ``10229.0`` and ``10229`` are one answer; so are ``14 + 6`` and ``20``)."""
+    """One key per answer as the grader reads it: normalised, its box taken off, then its exact value where it is
+    arithmetic (``943 * 13 = 10,229``, ``10229.0`` and ``10229`` are one answer; so are ``14 + 6`` and ``20``, and
+    ``\\(\\boxed{4210_5}\\)`` and ``4210_5``)."""
+    normal = normalize_answer(answer)
+    if (boxed := _BOXED_WHOLE.fullmatch(normal)) and "boxed" not in boxed.group(1):
+        answer = normal = boxed.group(1)
     value = answer_value(answer, latex=latex)
-    return str(value) if value is not None else normalize_answer(answer)
+    return str(value) if value is not None else normal
