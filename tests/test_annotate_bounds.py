@@ -133,6 +133,7 @@ ADVERSARIAL = {
     "unicode junk": "\u202e\u0301\U0001d7d8\u2211\u2260\u00a0\ufffd" * 20_000,
     "spaces": "1" + " " * 100_000 + "answer is 5",
     "equals chain": "1 = " * 30_000,
+    "equations (20000)": "".join(f"x + {i} = {i + 1}\n" for i in range(20_000)),  # each one solved: 1.2 s before
     "latex sides": "".join(rf"$\sqrt{{{i}}} \cdot 2^{{{i % 60}}} = {i}$. " for i in range(4000)),
     "power tower": SQRT + " " + BINOM + r" $\frac{10^{9999}}{3}! = 4$ " + "2^2^2^2^2^2^2^2 = 4",
     "hashes": "#### 5\n" * 15_000,
@@ -171,7 +172,8 @@ def test_the_core_on_every_adversarial_row_writes_no_detector_error():
                          "n_tokens": pa.array([32_000] * len(texts), pa.int64()), "finish_reason": ["length"] * len(texts)})
     verdicts = pa.table({"problem_id": ["p0"] * len(texts), "policy_id": ["pol"] * len(texts),
                          "sample_idx": pa.array(range(len(texts)), pa.int64()), "verifier_id": ["v"] * len(texts),
-                         "status": ["correct", "incorrect"] * (len(texts) // 2), "extracted": ["5"] * len(texts)})
+                         "status": [("correct", "incorrect")[i % 2] for i in range(len(texts))],
+                         "extracted": ["5"] * len(texts)})
     problems = pa.table({"problem_id": ["p0"], "question": [ROW["question"]], "answer": ["5"], "solution": [None]},
                         schema=pa.schema([("problem_id", pa.string()), ("question", pa.string()),
                                           ("answer", pa.string()), ("solution", pa.string())]))

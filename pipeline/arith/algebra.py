@@ -6,7 +6,8 @@ only unknown is one letter (``x``, ``R``, ``c``; an index is dropped by the norm
 letter on both sides and no solution), with the inequalities of a bound (``x >= 42 - 33``) read as equations, and
 solves it when it is linear: the two sides are evaluated by the bounded exact evaluator (:mod:`.evaluate`, no
 ``eval``, no sympy) at x = 0, 1, 2, 3, and a difference that moves by one fixed step per unit of x is a line with one
-root. An equation that only names a value (``x = 50``, ``6 = c``) computes nothing and solves nothing here.
+root. An equation that only names a value (``x = 50``, ``6 = c``) computes nothing and solves nothing here. At most
+:data:`MAX_EQUATIONS` distinct equations are solved per text (the rest are not read: hostile text stays bounded).
 
     >>> sorted(solutions("\\[ 3R + 5(R + 2) = 42 \\]\\n\\[ 8R = 32 \\]\\n\\[ R = 4 \\]"))
     [Fraction(4, 1)]
@@ -34,6 +35,7 @@ _OPERATOR = re.compile(r"[-+*/^]")
 _IMPLICIT = re.compile(r"(?<=[\d)A-Za-z])\s*(?=[A-Za-z(])|(?<=[A-Za-z)])\s*(?=[\d(])")  # 20x, 5(R + 2), x(1 + r)
 _POINTS = (0, 1, 2, 3)
 MAX_EQUATION_CHARS = 200  # a longer run is not read as one equation
+MAX_EQUATIONS = 64  # distinct equations solved per text (a working holds a few; hostile text may hold 20,000)
 
 
 def solutions(text: str) -> set[Fraction]:
@@ -41,6 +43,7 @@ def solutions(text: str) -> set[Fraction]:
     if "=" not in text and not _RELATIONS.search(text):
         return set()
     found: set[Fraction] = set()
+    seen: set[tuple[str, str]] = set()
     for clause in CLAUSE.split(normalise(_RELATIONS.sub("=", text))):
         if "=" not in clause:
             continue
@@ -54,7 +57,12 @@ def solutions(text: str) -> set[Fraction]:
             (letter,) = letters
             sides = [side.strip() for side in run.split("=")]
             for lhs, rhs in itertools.pairwise(sides):
-                if lhs and rhs and (root := _root(lhs, rhs, letter)) is not None:
+                if not lhs or not rhs or (lhs, rhs) in seen:
+                    continue
+                if len(seen) >= MAX_EQUATIONS:
+                    return found
+                seen.add((lhs, rhs))
+                if (root := _root(lhs, rhs, letter)) is not None:
                     found.add(root)
     return found
 
