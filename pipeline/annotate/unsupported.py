@@ -6,7 +6,7 @@ evaluated with exact rationals, after units, ``$``, thousands commas and LaTeX (
 (latex2sympy2, math-verify's own parser) where it parses. A correct answer is flagged when
 
 1. the working holds a false statement (``21 - 15 = 3`` is false: 6), or
-2. in a short working (:data:`NO_COMPUTATION_MAX_CHARS`), no true statement evaluates to the answer and no equation it
+2. in a short working (:data:`SHORT_WORKING_CHARS`), no true statement evaluates to the answer and no equation it
    solves has the answer as its root (``3R + 5(R + 2) = 42``, :mod:`pipeline.arith.algebra`), although the answer
    needs computing (it is not one of the question's numbers): ``Ben * 4 = 16`` is not arithmetic, and ``The answer is
    16.`` alone is no working; a longer working without such a computation is undecided here, never flagged, or
@@ -39,13 +39,12 @@ _CACHED_CHARS = 2000  # completions up to this long are cached (65,536 of them: 
 # is a distractor ("Shelly's 3 kids"), a decomposition (3 + 2 people for "a family of 5") or used in another form
 # (25 cents as $0.25): 8 of 8 such flags read on four reasoning models' GSM8K rollouts were (docs/flags.md)
 SETUP_MAX_STATEMENTS = 2
-SETUP_MAX_CHARS = 300  # ... in a working of a line or two (the main job's are under 200 characters)
-# "no true computation gives the answer" is decided on a short working only: a longer one that reaches its answer in
+SHORT_WORKING_CHARS = 300  # ... in a working of a line or two (the main job's are under 200 characters)
+# "no true computation gives the answer" is decided on a short working only too: a longer one that reaches its answer in
 # words, in LaTeX this reader cannot evaluate (\cos^{-1}, a floor, a binomial), in code and its output, or in algebra
 # of two unknowns is not a skipped computation but one this reader cannot check, and so never a flag (precision first:
 # on four reasoning models' GSM8K working the rule's 3 flags past this length were all such; on MATH-500 most of
 # 671, docs/flags.md). A false statement is decided at any length.
-NO_COMPUTATION_MAX_CHARS = 300
 
 
 def check_working(completion: str, extracted: str | None, question: str, *, setup: bool = False,
@@ -79,12 +78,12 @@ def _check(completion: str, extracted: str | None, question: str, setup: bool, t
         shown = "; ".join(f"{s.text} is false ({show(s.lhs_value)})" for s in false[:3])
         return Hit(float(len(false)), shown)
     given = question_numbers(question)
-    if (answer not in given and len(working) <= NO_COMPUTATION_MAX_CHARS and not any(gives(s, answer) for s in stmts)
+    if (answer not in given and len(working) <= SHORT_WORKING_CHARS and not any(gives(s, answer) for s in stmts)
             and answer not in solutions(working)):
         claims = [s for s in stmts if s.ok is None and (s.rhs_value == answer or _mentions(s.rhs, answer))]
         why = f" ({claims[0].text} is not arithmetic)" if claims else (" (no working)" if not stmts else "")
         return Hit(0.0, f"no true computation gives {show(answer)}{why}")
-    if (setup and len(stmts) <= SETUP_MAX_STATEMENTS and len(working) <= SETUP_MAX_CHARS
+    if (setup and len(stmts) <= SETUP_MAX_STATEMENTS and len(working) <= SHORT_WORKING_CHARS
             and (unused := unused_numbers(stmts, given))):
         shown = ", ".join(show(v) for v in sorted(unused))
         return Hit(0.0, f"the working never computes with {shown} of the question")

@@ -19,10 +19,10 @@ checked to keep bounded before it evaluates (no ``\\sqrt{4^{10^{10}}}``, no ``\\
 
 passband's one arithmetic package (:mod:`.evaluate` the bounded evaluator, :mod:`.text` statements and
 answers in model text, :mod:`.algebra` the equations it solves, :mod:`.steps` a reference solution's steps): the
-flags read model text with it (``unsupported_answer``,
-:mod:`pipeline.annotate.unsupported`; final answers compared by value in ``multiple_answers``; a question's
-numbers in ``answer_in_question``), and the reformulators read a reference solution's steps with it
-(:func:`chain`, :func:`expand_step`: the same evaluator, :func:`number` and :func:`agrees`).
+flags read model text with it (``unsupported_answer``, :mod:`pipeline.annotate.unsupported`; final answers compared
+by value in ``multiple_answers``; a question's numbers in ``answer_in_question``), and the reformulators read a
+reference solution's steps with it (:func:`chain`, :func:`expand_step`: the same evaluator, :func:`number` and
+:func:`agrees`).
 """
 
 from __future__ import annotations

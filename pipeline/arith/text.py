@@ -31,7 +31,9 @@ _DELIMS = re.compile(r"\\[()\[\]]|\$")
 _MARKUP = re.compile(r"\*\*|__|(?m:^[ \t]*[-*•][ \t]+)|(?<=[A-Za-z}])_\{?[A-Za-z0-9]+\}?")  # ... and an index: x_1
 _TEXT_OPEN = r"\\(?:text|textbf|textrm|textsuperscript|mathrm|mbox|operatorname)\s*\{"
 _TEXT = _TEXT_OPEN + r"[^{}]*\}"
-_FUNCTION_WORDS = r"(?:of|and|or|to|from|is|are|for|by|per|in|on|at|the|an?|with|than|times|plus|minus)\b"
+# words that are never a unit, after a number or a fraction ("= 0 or e = 16/5", "\frac{3}{5} \text{ of } 700")
+_FUNCTION_WORDS = (r"(?:of|and|or|to|from|is|are|for|by|per|in|on|at|the|an?|with|than|times|plus|minus|so|then|if|but"
+                   r"|we|it|as)\b")
 # a unit (after a number, per a unit, or in brackets after a number) goes; any other text group is read as its words
 # ("\text{ of }" is "of", "\text{Jane's age} - 3" is a name in the arithmetic), without its digits ("\text{Angela's
 # age in 4 years} - 4": a name, not 4 - 4); "4 \times (\text{Number of mask refusers})" keeps its name. None of these
@@ -69,8 +71,8 @@ _WORD_SYMS = tuple(sym for _, sym in _WORD_OP_WORDS)
 
 
 # a unit after a number, before an operator or '=': "4 bags * 10 eggs = 40 eggs" -> "4 * 10 = 40 eggs"
-_UNIT = re.compile(r"(?<=\d)(?:[ \t]+(?!(?:or|and|so|then|if|is|of|to|but|we|it|as|at|in|on|by|for|with)\b)"
-                   r"[A-Za-z][A-Za-z']+){1,2}(?=[ \t]*(?:[-+*/=]|\\times|\\cdot))")  # "= 0 or e = 16/5": no unit
+_UNIT = re.compile(rf"(?<=\d)(?:[ \t]+(?!{_FUNCTION_WORDS})[A-Za-z][A-Za-z']+){{1,2}}"
+                   r"(?=[ \t]*(?:[-+*/=]|\\times|\\cdot))")
 
 
 # a clause ends at a sentence's period, a comma or semicolon with a space, a colon, a question mark or a newline
@@ -129,7 +131,7 @@ class Statement:
             return None  # "1 + 19 = 1 \n 20 \neq 1, so x = 0 is not a solution": a candidate tried and rejected
         if self.approx:  # a rounding is right or unread, never a false claim: "≈ 33%" of 33.33, "≈ 1.98" of 4499/2250
             return True if _rounds_to(self) else None
-        if self.lhs_value and self.rhs_value and self.lhs_value / self.rhs_value in _TIME_FACTORS:
+        if self.lhs_value and self.rhs_value and self.lhs_value / self.rhs_value in _TIME_AND_SPEED_FACTORS:
             return None  # "1 hour + 0.25 hours = 60 minutes + 15 minutes", "1 km / 2.5 hours = 1000 m / (2.5 * 3600 s)":
             # a conversion of time or speed, not a false sum
         if self.lhs_value != self.rhs_value and not _computed(self.lhs) and not _computed(self.rhs):
@@ -141,7 +143,7 @@ class Statement:
         if self.named and not _OPERATOR.search(self.lhs):
             return None  # "Distance 1 = 60 * 2 = 120", "the 2010 penny = 3/4 * 48": a number that names, not a claim
         return (agrees(self.lhs_value, self.rhs_value, self.rhs) or agrees(self.rhs_value, self.lhs_value, self.lhs)
-                or _percent_of_100(self) or _percent_rounded(self) or _rounded_operand(self.lhs, self.lhs_value, self.rhs_value)
+                or _percent_rounded(self) or _rounded_operand(self.lhs, self.lhs_value, self.rhs_value)
                 or _rounded_operand(self.rhs, self.rhs_value, self.lhs_value))  # "0.777777 = 7/9", "18*4/9 = 18*0.4444"
 
     @property
@@ -159,7 +161,8 @@ def _computed(side: str) -> bool:
 
 
 def _percent_rounded(s: Statement) -> bool:
-    """``(32/96) * 100% = 33.33%``, ``(7/20) * 100 = 35.0%``: a percent written to its decimals."""
+    """``(32/96) * 100% = 33.33%``; ``(7/20) * 100 = 35%``, a percent sign as the unit of a value already multiplied by
+    100: a percent, written to its decimals."""
     if not _PERCENT_SIDE.match(s.rhs):
         return False
     assert s.lhs_value is not None and s.rhs_value is not None
@@ -172,7 +175,7 @@ _TIMES_100 = re.compile(r"\*\s*100(?![\d.])|(?<![\d.])100\s*\*")
 _DECIMALS = re.compile(r"(\d+)\.(\d+)")
 
 
-_TIME_FACTORS = frozenset({Fraction(60), Fraction(1, 60), Fraction(3600), Fraction(1, 3600), Fraction(18, 5),
+_TIME_AND_SPEED_FACTORS = frozenset({Fraction(60), Fraction(1, 60), Fraction(3600), Fraction(1, 3600), Fraction(18, 5),
                            Fraction(5, 18)})  # ... and km/h to m/s
 # a statement with no operator whose sides differ by one of these is a conversion ("$0.25 = 25 cents", "2 hours = 120
 # minutes", "1.5 kg = 1500 g"): it gives its right side (gives())
@@ -190,11 +193,6 @@ def _rounds_to(s: Statement) -> bool:
     if m.group(2):
         return any(abs(v - s.rhs_value * 100) <= half for v in (s.lhs_value, s.lhs_value * 100))
     return abs(s.lhs_value - s.rhs_value) <= half
-
-
-def _percent_of_100(s: Statement) -> bool:
-    """``(7/20) * 100 = 35%``: a percent sign as the unit of a value already multiplied by 100."""
-    return bool(_PERCENT_SIDE.match(s.rhs) and _TIMES_100.search(s.lhs)) and s.lhs_value == s.rhs_value * 100
 
 
 def _rounded_operand(side: str, value: Fraction | None, other: Fraction | None) -> bool:
@@ -257,12 +255,13 @@ def statements(text: str) -> list[Statement]:
     start = 0
     for end_m in itertools.chain(CLAUSE.finditer(normal), [None]):
         end = end_m.start() if end_m else len(normal)
-        clause, start, after = normal[start:end], end_m.end() if end_m else end, end
+        clause = normal[start:end]
+        start = end_m.end() if end_m else end
         if "=" not in clause:  # most clauses of a long text: no statement (a run holding '=' is one)
             continue
         if _MODULAR.search(clause):  # "6 / 4 = 1 remainder 2", "the units digit of 18^6 is 4": not equalities
             continue
-        rejected = bool(_REJECTED.search(normal, after, after + _REJECT_WINDOW))
+        rejected = bool(_REJECTED.search(normal, end, end + _REJECT_WINDOW))
         for m in _RUN.finditer(clause):
             if "=" not in m.group():
                 continue

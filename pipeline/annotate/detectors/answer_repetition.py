@@ -7,7 +7,7 @@ from collections import Counter
 from pydantic import Field
 
 from pipeline.annotate.detectors import MARKERS, Detector, Hit, register
-from pipeline.annotate.graded import graded_text
+from pipeline.annotate.graded import graded_text, thinking_read
 from pipeline.arith import stated_answers
 from pipeline.config import Model
 from pipeline.verify.answer_text import normalize_answer
@@ -36,7 +36,7 @@ class AnswerRepetition(Detector):
         line_min: int = Field(3, ge=2, description="one line (>= 3 characters) written at least this many times")
 
     def detect(self, row: dict) -> Hit | None:
-        text = graded_text(row["completion"], row.get("thinking_chars", 0) is not None)
+        text = graded_text(row["completion"], thinking_read(row))
         stated = Counter(normalize_answer(a) for a in stated_answers(text))
         if stated:
             ans, n = stated.most_common(1)[0]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.annotate.detectors import MARKERS, Detector, Hit, register
-from pipeline.annotate.graded import graded_text
+from pipeline.annotate.graded import graded_text, thinking_read
 from pipeline.arith import LATEX_PER_TEXT, LEADING, answer_key, answer_value, stated_answers
 
 
@@ -27,7 +27,7 @@ class MultipleAnswers(Detector):
     def detect(self, row: dict) -> Hit | None:
         seen: dict[str, str] = {}
         latex: set[str] = set()  # answers whose LaTeX sympy read (at most LATEX_PER_TEXT a text: long chains of thought)
-        for a in stated_answers(graded_text(row["completion"], row.get("thinking_chars", 0) is not None)):
+        for a in stated_answers(graded_text(row["completion"], thinking_read(row))):
             sympy_ok = "\\" not in a or a in latex or len(latex) < LATEX_PER_TEXT
             if "\\" in a and sympy_ok and answer_value(a, latex=False) is None:
                 latex.add(a)

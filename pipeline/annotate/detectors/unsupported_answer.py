@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from pipeline.annotate.detectors import Detector, Hit, register
+from pipeline.annotate.graded import thinking_read
 from pipeline.annotate.unsupported import check_working
 from pipeline.config import Model
 from pipeline.numbers import IN_TEXT_SQL
@@ -46,4 +47,4 @@ class UnsupportedAnswer(Detector):
         if row.get("status") != "correct" or row.get("extracted") is None:  # the rule is whole without its SQL prefilter
             return None
         return check_working(row["completion"], row["extracted"], row["question"], setup=self.options.setup,
-                             thinking=row.get("thinking_chars", 0) is not None)
+                             thinking=thinking_read(row))
