@@ -52,6 +52,12 @@ ENDINGS = [
      ["ordinal"]),
     ("\\text{(B)}", "The answer is (B) Circle.", "correct", "(B) Circle", ["choice_letter"]),
     ("\\text{(B)}", "The answer is (C) Square.", "incorrect", "(C) Square", ["choice_letter"]),
+    # a multiple-choice ending in real text (a 14B base model on MATH-500: "Therefore, the correct option is (E)
+    # Hyperbola."), and the issue's form of it
+    ("\\text{(E)}", "Therefore, the correct option is (E) Hyperbola.", "correct", "(E) Hyperbola", ["choice_letter"]),
+    ("\\text{(B)}", "Checking each, the only correct option is (B) Circle.", "correct", "(B) Circle", ["choice_letter"]),
+    ("\\text{(B)}", "So the right choice is C.", "incorrect", "C", ["choice_letter"]),
+    ("\\text{(B)}", "Correct option: (B)", "correct", "(B)", ["choice_letter"]),
     ("\\text{7:15 a.m.}", "The answer is \\boxed{7:15 \\text{ a.m.}}", "correct", "7:15 \\text{ a.m.}", ["clock_time"]),
     ("\\text{7:15 p.m.}", "The answer is \\boxed{19:15}.", "correct", "19:15", ["clock_time"]),
     ("\\text{7:15 a.m.}", "The answer is \\boxed{7:15 \\text{ p.m.}}.", "incorrect", "7:15 \\text{ p.m.}", ["clock_time"]),
@@ -65,6 +71,17 @@ def test_each_ending_is_read_and_names_its_policy(gold, completion, status, extr
     [j] = judge_many([(gold, completion)], RULES)
     assert (j.status, j.extracted) == (status, extracted), j
     assert policies_in(j.detail) == policies, j
+
+
+@pytest.mark.parametrize("completion", [
+    "The first option is (B) Circle.",  # names an option, not the answer
+    "The correct option is not (A). Let me check (B) next",
+    "So the correct option is (B).\n\nWait, let me double-check (B). Hmm, maybe (C) fits the equation better",
+    "If the correct option is (B), the curve would be closed",
+])
+def test_a_choice_phrase_that_states_no_answer_is_no_answer(completion):
+    [j] = judge_many([("\\text{(B)}", completion)], RULES)
+    assert (j.status, j.extracted) == ("no_answer", None), j
 
 
 def test_a_back_reference_reads_only_the_sentence_before():

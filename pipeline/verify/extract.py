@@ -100,9 +100,12 @@ def get_extractor(name: str) -> Extractor:
 _SENTENCE_END = re.compile(r"(?<!\\)\.(?!\d)|\?|\n")
 _DOLLAR = re.compile(r"(?<!\\)\$")
 # The phrases that mark a final answer: "the answer is", "the final answer would be", "Final Answer:", "the final
-# result is". A bare "the result is" is working, not an answer: "result" counts only as "final result".
+# result is", and for a multiple-choice question "the (only) correct option is (B) Circle" ("option" or "choice",
+# "correct" or "right": a bare "the first option is" names an option, not the answer). A bare "the result is" is
+# working, not an answer: "result" counts only as "final result".
 _ANSWER_IS = re.compile(
-    r"(?i)\b(?:the\s++)?(?P<final>final\s++)?(?P<noun>answer(?:\s++to\s++(?:the|this)\s++(?:question|problem))?|result)"
+    r"(?i)\b(?:the\s++)?(?P<final>final\s++)?(?P<noun>answer(?:\s++to\s++(?:the|this)\s++(?:question|problem))?|result"
+    r"|(?:only\s++)?(?:correct|right)\s++(?:option|choice))"
     r"(?:\s++(?:is|(?P<modal>should|would|must)\s++be)\b|(?=\s*+:))"
     r"(?!\s*+(?:correct|right|wrong|incorrect|not|unknown)\b)\s*+[:=]?\s*+")
 # markdown emphasis around an answer or a label: "**47**", "**Final Answer:** 47", "__47__"
