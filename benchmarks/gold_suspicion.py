@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from pipeline import verify  # noqa: E402
 from pipeline.annotate import gold_suspicion  # noqa: E402
+from pipeline.annotate.working import KINDS  # noqa: E402
 from pipeline.config import load_params  # noqa: E402
 from pipeline.io import read_table, write_table  # noqa: E402
 from pipeline.schema import schema  # noqa: E402
@@ -83,12 +84,13 @@ class Figures:
 def _verdicts(root: Path, params) -> pa.Table:
     verify.run(params, root=root, progress=False)
     return read_table(root / params.paths.verdicts, name="verdicts").select(
-        ["problem_id", "policy_id", "sample_idx", "verifier_id", "status", "extracted"])
+        ["problem_id", "policy_id", "sample_idx", "verifier_id", "status", "extracted", "thinking_chars"])
 
 
 def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workdir: Path, rate: float = 0.03,
             draws: int = 200, threshold: float | None = None, prior: float | None = None, seed: int = 0,
-            signatures: bool = False, pooled: bool = False, review_precision: float | None = None) -> Figures:
+            signatures: bool = False, pooled: bool = False, review_precision: float | None = None,
+            working: bool = True) -> Figures:
     """The figures of injecting ``rate`` wrong keys into the tables given (verified in ``workdir``)."""
     params_doc = {"ingest": {"sources": [{"name": "synthetic", "kind": "synthetic"}]},
                   "policies": {"p": {"model": "embedded"}}, "rollout": {"policies": ["p"]},
@@ -117,6 +119,12 @@ def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workd
     vid = con.execute("SELECT any_value(verifier_id) FROM clean_arrow").fetchone()[0]
     con.execute("CREATE TABLE clean AS SELECT * FROM clean_arrow WHERE verifier_id = ?", [vid])
     con.execute("CREATE TABLE dirty AS SELECT * FROM dirty_arrow WHERE verifier_id = ?", [vid])
+    if working:  # each rollout's working read once per verification (the read rows of any draw are among them)
+        con.register("rollouts", rollouts)
+        for name in ("clean", "dirty"):
+            con.execute(f"CREATE TABLE {name}_work AS SELECT * FROM "
+                        f"{gold_suspicion.read_working(con, samples=f'(SELECT * FROM {name})', rollouts='rollouts')}")
+            con.execute("DROP TABLE _working")
     scored = {r[0] for r in con.execute("SELECT DISTINCT problem_id FROM clean WHERE status IN ('correct', 'incorrect')")
               .fetchall()}
     eligible = sorted(p for p in changed if p in scored)
@@ -129,10 +137,14 @@ def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workd
         con.execute("""CREATE OR REPLACE TEMP VIEW _v AS
             SELECT * FROM clean WHERE problem_id NOT IN (SELECT problem_id FROM drawn)
             UNION ALL SELECT * FROM dirty WHERE problem_id IN (SELECT problem_id FROM drawn)""")
+        con.execute("""CREATE OR REPLACE TEMP VIEW _w AS
+            SELECT * FROM clean_work WHERE problem_id NOT IN (SELECT problem_id FROM drawn)
+            UNION ALL SELECT * FROM dirty_work WHERE problem_id IN (SELECT problem_id FROM drawn)""" if working else
+                    "CREATE OR REPLACE TEMP VIEW _w AS SELECT 1")
         f.models.append(gold_suspicion.prepare(con, samples="_v", threshold=threshold, prior=prior,
                                                strata=None if pooled else f"({gold_suspicion.strata_sql('problems')})",
-                                               review_precision=review_precision))
-        sig = _signatures(con) if signatures else {}
+                                               review_precision=review_precision, working="_w" if working else None))
+        sig = _signatures(con, "_w" if working else None) if signatures else {}
         for pid, score, suspect in con.execute("""SELECT problem_id, any_value(gold_suspicion), bool_or(gold_suspect)
                                                   FROM _modal WHERE gold_suspicion IS NOT NULL GROUP BY 1""").fetchall():
             wrong = pid in drawn
@@ -149,14 +161,21 @@ def measure(problems: pa.Table, rollouts: pa.Table, policies: pa.Table, *, workd
     return f
 
 
-def _signatures(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, int, int]]:
-    """Per problem of ``_v``: (c, m, v) pooled as the score pools them (on the gold, on the biggest wrong class, valid)."""
+def _signatures(con: duckdb.DuckDBPyConnection, working: str | None) -> dict[str, tuple]:
+    """Per problem of ``_v``: (c, m, v) pooled as the score pools them (on the gold, on the biggest wrong class, valid),
+    and with ``working`` the biggest wrong class's working kind."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _cls AS {gold_suspicion.classes_sql('_v')}")
-    rows = con.execute("""WITH pc AS (SELECT problem_id, answer_class, sum(n_class) AS n FROM _cls GROUP BY ALL)
+    kinds = (f"SELECT problem_id, answer_class, kind FROM ({gold_suspicion.class_kinds_sql('_v', working)})" if working
+             else "SELECT NULL::VARCHAR AS problem_id, NULL::VARCHAR AS answer_class, NULL::VARCHAR AS kind WHERE false")
+    rows = con.execute(f"""WITH pc AS (SELECT problem_id, answer_class, sum(n_class) AS n FROM _cls GROUP BY ALL),
+        top AS (SELECT problem_id, answer_class FROM (SELECT *, row_number() OVER (PARTITION BY problem_id
+                ORDER BY n DESC, answer_class) AS rank FROM pc WHERE answer_class IS NOT NULL) WHERE rank = 1),
+        tk AS (SELECT top.problem_id, k.kind FROM top JOIN ({kinds}) k USING (problem_id, answer_class))
         SELECT problem_id, coalesce(sum(n) FILTER (WHERE answer_class IS NULL), 0)::BIGINT,
-               coalesce(max(n) FILTER (WHERE answer_class IS NOT NULL), 0)::BIGINT, sum(n)::BIGINT
-        FROM pc GROUP BY 1""").fetchall()
-    return {pid: (c, m, v) for pid, c, m, v in rows}
+               coalesce(max(n) FILTER (WHERE answer_class IS NOT NULL), 0)::BIGINT, sum(n)::BIGINT,
+               any_value(tk.kind)
+        FROM pc LEFT JOIN tk USING (problem_id) GROUP BY 1""").fetchall()
+    return {pid: (c, m, v) if working is None else (c, m, v, kind) for pid, c, m, v, kind in rows}
 
 
 def _tables_of(root: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -188,12 +207,16 @@ def report(f: Figures, *, rate: float) -> str:
     lines.append(f"expected calibration error {f.ece:.4f}")
     for what, counts in (("changed keys missed", f.missed), ("right keys flagged", f.false)):
         if counts:
-            top = ", ".join(f"{c}/{m}/{v} x{n}" for (c, m, v), n in counts.most_common(12))
-            lines.append(f"{what}, by (on the gold / on the biggest wrong answer / valid): {top}")
+            top = ", ".join(f"{'/'.join(map(str, sig))} x{n}" for sig, n in counts.most_common(12))
+            lines.append(f"{what}, by (on the gold / on the biggest wrong answer / valid[ / its working]): {top}")
     if m is not None:
         lines.append(f"model (last draw): pass rate Beta({m.alpha:.3g}, {m.beta:.3g}) on {m.fitted_pass_rate} problems; "
                      f"wrong answers on one: 1 with {m.same:.3g}, else Beta({m.a:.3g}, {m.b:.3g}) on "
                      f"{m.fitted_agreement}; prior {m.prior}")
+        if m.working_right:
+            shares = ", ".join(f"{k} {r:.2f} / {w:.2f}" for k, r, w in zip(KINDS, m.working_right, m.working_wrong,
+                                                                           strict=True))
+            lines.append(f"  working, right / wrong classes ({m.fitted_working[0]} / {m.fitted_working[1]}): {shares}")
         for stratum, a, b, n in m.strata:
             lines.append(f"  stratum {stratum}: pass rate Beta({a:.3g}, {b:.3g}) on {n} problems")
     return "\n".join(lines)
@@ -215,6 +238,8 @@ def main() -> None:
     ap.add_argument("--review-precision", type=float,
                     help="flag down the ranking at this expected precision (annotate.gold_review_precision); "
                          "default: annotate.gold_review_precision's default (null: the threshold rule alone)")
+    ap.add_argument("--no-working", action="store_true",
+                    help="leave the working out of the score (the model before it), for comparison")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tables = _tables_of(args.root) if args.root else _embedded_tables(Path(tmp) / "embedded")
@@ -222,7 +247,7 @@ def main() -> None:
         work.mkdir()
         f = measure(*tables, workdir=work, threshold=args.threshold, prior=args.prior, rate=args.rate,
                     draws=args.draws, seed=args.seed, signatures=args.signatures, pooled=args.pooled,
-                    review_precision=args.review_precision)
+                    review_precision=args.review_precision, working=not args.no_working)
     print(report(f, rate=args.rate))
 
 

@@ -122,7 +122,9 @@ def prepare(con: duckdb.DuckDBPyConnection, *, config: AnnotateConfig, verifier_
     gold_model = gold_suspicion.prepare(con, samples="_v", threshold=config.gold_suspicion_threshold,
                                         prior=config.gold_error_prior,
                                         strata=f"({gold_suspicion.strata_sql('problems')})" if labelled else None,
-                                        review_precision=config.gold_review_precision)
+                                        review_precision=config.gold_review_precision,
+                                        working=gold_suspicion.read_working(con, samples="_v", rollouts="rollouts"))
+    con.execute("DROP TABLE _working")
     pairs = con.execute("SELECT DISTINCT n, n_correct FROM _groups ORDER BY ALL").fetchall()
     con.register("_lut_arrow", _lut(pairs, config))
     con.execute("CREATE OR REPLACE TEMP TABLE _lut AS SELECT * FROM _lut_arrow")

@@ -53,11 +53,13 @@ problems: among them), which ``passband summary``, the report and the card print
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import exp, lgamma, log
 
 import duckdb
+import pyarrow as pa
 
+from pipeline.annotate.working import KINDS, READ_PER_CLASS, working_kind
 from pipeline.numbers import IN_TEXT_SQL
 from pipeline.sqltext import sql_literal
 
@@ -69,10 +71,13 @@ __all__ = [
     "REVIEW_FLOOR",
     "STRATUM_PRIOR",
     "GoldModel",
+    "class_kinds_sql",
     "classes_sql",
     "fit",
     "posterior",
     "prepare",
+    "read_sql",
+    "read_working",
     "strata_sql",
 ]
 
@@ -127,23 +132,44 @@ class GoldModel:
     fitted_agreement: int = 0
     # the pass-rate Beta per stratum (strata_sql): (stratum, alpha, beta, its own problems)
     strata: tuple[tuple[str, float, float, int], ...] = ()
+    # how often a class's working is each of working.KINDS (false, supported, none): in the run's right-answer classes
+    # (the gold's, two rollouts or more) and in its wrong ones (the biggest wrong class, two or more); () unfitted
+    working_right: tuple[float, ...] = ()
+    working_wrong: tuple[float, ...] = ()
+    fitted_working: tuple[int, int] = (0, 0)  # the classes each was fitted on
 
     def pass_prior(self, stratum: str | None = None) -> tuple[float, float]:
         """The pass-rate Beta a problem of ``stratum`` is weighed with: its stratum's, else the pooled one."""
         return next(((a, b) for s, a, b, _ in self.strata if s == stratum), (self.alpha, self.beta))
 
-    def log_odds_sql(self, c: str, m: str, v: str, *, alpha: str | None = None, beta: str | None = None) -> str:
-        """SQL: the log odds that the key is wrong; ``alpha``, ``beta``: SQL for the pass-rate Beta (default: pooled)."""
+    def working_log_ratio(self, kind: str | None) -> float:
+        """The log likelihood ratio, key wrong against key right, of the biggest wrong class's working being ``kind``:
+        under a wrong key that class is the true answer, and its working shows ``kind`` as the run's right-answer
+        classes do; under a right key, as its wrong-answer classes do. 0 unfitted or unread."""
+        if not self.working_right or kind not in KINDS:
+            return 0.0
+        i = KINDS.index(kind)
+        return log(self.working_right[i] / self.working_wrong[i])
+
+    def log_odds_sql(self, c: str, m: str, v: str, *, alpha: str | None = None, beta: str | None = None,
+                     kind: str | None = None) -> str:
+        """SQL: the log odds that the key is wrong; ``alpha``, ``beta``: SQL for the pass-rate Beta (default: pooled);
+        ``kind``: SQL for the working kind of the biggest wrong class (:mod:`.working`; null: unread)."""
         alpha, beta = alpha or repr(self.alpha), beta or repr(self.beta)
         r = f"({v} - {c} - {m})"
         wrong = _lbb(m, v, alpha, beta) + " + " + _lbb(c, f"({c} + {r})", "1.0", repr(KEY_MISS))
         right = _lbb(c, v, alpha, beta) + " + " + _agree_sql(m, r, self.same, self.a, self.b)
-        return f"({log(self.prior / (1 - self.prior))!r} + {wrong} - ({right}))"
+        work = "0.0"
+        if kind is not None and self.working_right:
+            cases = " ".join(f"WHEN {sql_literal(k)} THEN {self.working_log_ratio(k)!r}" for k in KINDS)
+            work = f"(CASE WHEN {m} >= 2 THEN CASE {kind} {cases} ELSE 0.0 END ELSE 0.0 END)"
+        return f"({log(self.prior / (1 - self.prior))!r} + {wrong} - ({right}) + {work})"
 
 
-def posterior(model: GoldModel, c: int, m: int, v: int, stratum: str | None = None) -> float:
+def posterior(model: GoldModel, c: int, m: int, v: int, stratum: str | None = None, working: str | None = None) -> float:
     """P(the key is wrong | c of v rollouts on it, m on the biggest wrong answer), as :func:`prepare` computes it;
-    ``stratum``: the problem's (its pass-rate Beta, :meth:`GoldModel.pass_prior`).
+    ``stratum``: the problem's (its pass-rate Beta, :meth:`GoldModel.pass_prior`); ``working``: the biggest wrong
+    class's working kind (:meth:`GoldModel.working_log_ratio`, with ``m`` two or more).
 
         >>> model = GoldModel(prior=0.03, alpha=4.0, beta=1.0, a=1.0, b=1.0)  # a policy that solves most problems
         >>> round(posterior(model, 0, 8, 8), 2), round(posterior(model, 4, 4, 8), 4), posterior(model, 8, 0, 8)
@@ -160,7 +186,7 @@ def posterior(model: GoldModel, c: int, m: int, v: int, stratum: str | None = No
     agree = log(max(1e-300, (model.same if r == 0 else 0.0) + (1 - model.same) * exp(_lbb_py(m, m + r, model.a, model.b))))
     alpha, beta = model.pass_prior(stratum)
     x = (log(model.prior / (1 - model.prior)) + _lbb_py(m, v, alpha, beta) + _lbb_py(c, c + r, 1.0, KEY_MISS)
-         - _lbb_py(c, v, alpha, beta) - agree)
+         - _lbb_py(c, v, alpha, beta) - agree + (model.working_log_ratio(working) if m >= 2 else 0.0))
     return 1 / (1 + exp(-min(700.0, max(-700.0, x))))
 
 
@@ -215,14 +241,33 @@ def _fit_strata(con: duckdb.DuckDBPyConnection, pooled: str) -> tuple[tuple[str,
     return tuple((str(s), float(a), float(b), int(n)) for s, a, b, n in rows)
 
 
+def _fit_working(con: duckdb.DuckDBPyConnection, pooled: str) -> tuple[tuple[float, ...], tuple[float, ...], tuple[int, int]]:
+    """How often each working kind shows in the right-answer classes (the gold's, ``gold_kind``, with ``c`` two or
+    more) and in the wrong ones (the biggest wrong class, ``wrong_kind``, with ``m`` two or more) of ``pooled``, one
+    added to each count; unfitted (``()``) with fewer than :data:`MIN_FIT` classes on either side. A wrong key's
+    classes fall on the other side (about :data:`annotate.gold_error_prior`), which only narrows the difference."""
+    def shares(column: str, count: str) -> tuple[tuple[float, ...], int]:
+        rows = dict(con.execute(f"SELECT {column}, count(*) FROM {pooled} WHERE {count} >= 2 AND {column} IS NOT NULL "
+                                f"GROUP BY 1").fetchall())
+        n = sum(rows.values())
+        return tuple((rows.get(k, 0) + 1) / (n + len(KINDS)) for k in KINDS), n
+    right, n_right = shares("gold_kind", "c")
+    wrong, n_wrong = shares("wrong_kind", "m")
+    if min(n_right, n_wrong) < MIN_FIT:
+        return (), (), (n_right, n_wrong)
+    return right, wrong, (n_right, n_wrong)
+
+
 def fit(con: duckdb.DuckDBPyConnection, pooled: str, *, prior: float) -> GoldModel:
     """The :class:`GoldModel` of the problems in ``pooled`` (a relation of ``c, m, v`` per problem, and optionally
-    ``stratum``)."""
+    ``stratum`` and the working kinds ``gold_kind``, ``wrong_kind``)."""
     alpha, beta, _, n1 = _fit_beta(con, f"SELECT c AS k, v AS n FROM {pooled} WHERE v > 0")
     a, b, same, n2 = _fit_beta(con, f"SELECT m AS k, v - c AS n FROM {pooled} WHERE v - c >= 2", same=True)
-    has_strata = "stratum" in {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {pooled}").fetchall()}
+    columns = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {pooled}").fetchall()}
+    right, wrong, n3 = _fit_working(con, pooled) if "wrong_kind" in columns else ((), (), (0, 0))
     return GoldModel(prior=prior, alpha=alpha, beta=beta, a=a, b=b, same=same, fitted_pass_rate=n1,
-                     fitted_agreement=n2, strata=_fit_strata(con, pooled) if has_strata else ())
+                     fitted_agreement=n2, strata=_fit_strata(con, pooled) if "stratum" in columns else (),
+                     working_right=right, working_wrong=wrong, fitted_working=n3)
 
 
 def strata_sql(problems: str) -> str:
@@ -244,6 +289,47 @@ def classes_sql(samples: str) -> str:
         FROM {samples} WHERE status IN ('correct', 'incorrect') GROUP BY ALL"""
 
 
+def _classed_sql(samples: str) -> str:
+    """Each format-valid row of ``samples`` with its ``answer_class`` (null: the gold's)."""
+    norm = NORMALISED_SQL.format(x="extracted")
+    return (f"SELECT *, CASE WHEN status = 'correct' THEN NULL ELSE {norm} END AS answer_class FROM {samples} "
+            "WHERE status IN ('correct', 'incorrect')")
+
+
+def read_sql(samples: str) -> str:
+    """SQL: the rows of ``samples`` whose working the score reads (:mod:`.working`): the first
+    :data:`~.working.READ_PER_CLASS` (by policy and sample) of every answer class, pooled over the policies, that holds
+    two rollouts or more: ``problem_id, policy_id, sample_idx``."""
+    return f"""SELECT problem_id, policy_id, sample_idx FROM (
+        SELECT problem_id, policy_id, sample_idx, count(*) OVER w AS n_class,
+               row_number() OVER (w ORDER BY policy_id, sample_idx) AS i
+        FROM ({_classed_sql(samples)}) WINDOW w AS (PARTITION BY problem_id, answer_class))
+        WHERE n_class >= 2 AND i <= {READ_PER_CLASS}"""
+
+
+def read_working(con: duckdb.DuckDBPyConnection, *, samples: str, rollouts: str, batch_rows: int = 4096) -> str:
+    """Read the working of the rows :func:`read_sql` selects from ``samples`` (which carries ``thinking_chars``), their
+    text from ``rollouts``, into the temp table ``_working`` (``problem_id, policy_id, sample_idx, working``); returns
+    its name, for :func:`prepare`. Streams the text ``batch_rows`` rows at a time; keeps only the keys and kinds."""
+    keys: dict[str, list] = {"problem_id": [], "policy_id": [], "sample_idx": [], "working": []}
+    reader = con.sql(f"""SELECT s.problem_id, s.policy_id, s.sample_idx, r.completion, s.extracted,
+                                s.thinking_chars IS NOT NULL AS thinking
+        FROM ({read_sql(samples)}) k JOIN {samples} s USING (problem_id, policy_id, sample_idx)
+        JOIN {rollouts} r USING (problem_id, policy_id, sample_idx)""").to_arrow_reader(batch_rows)
+    for batch in reader:
+        cols = batch.to_pydict()
+        for k in ("problem_id", "policy_id", "sample_idx"):
+            keys[k].extend(cols[k])
+        keys["working"].extend(working_kind(t, x, th)
+                               for t, x, th in zip(cols["completion"], cols["extracted"], cols["thinking"], strict=True))
+    table = pa.table(keys, schema=pa.schema([("problem_id", pa.string()), ("policy_id", pa.string()),
+                                             ("sample_idx", pa.int64()), ("working", pa.string())]))
+    con.register("_working_arrow", table)
+    con.execute("CREATE OR REPLACE TEMP TABLE _working AS SELECT * FROM _working_arrow")
+    con.unregister("_working_arrow")
+    return "_working"
+
+
 def _suspects_sql(score: str, threshold: float, review_precision: float | None) -> str:
     """``score`` (problem_id, outnumbers, witnessed, gold_suspicion) with ``gold_suspect``: outnumbering and at or
     above ``threshold``; with a ``review_precision``, also every outnumbering problem with two rollouts or more on
@@ -260,15 +346,66 @@ def _suspects_sql(score: str, threshold: float, review_precision: float | None) 
               FROM {score})"""
 
 
+WORKING_EM_STEPS = 20  # EM steps of the working shares (they settle in a few on the runs measured)
+
+
+def _log_odds(model: GoldModel) -> str:
+    """SQL over ``_pooled p LEFT JOIN _pass_prior pp``: the log odds that the key is wrong."""
+    return model.log_odds_sql("c", "m", "v", alpha=f"coalesce(pp.alpha, {model.alpha!r})",
+                              beta=f"coalesce(pp.beta, {model.beta!r})", kind="wrong_kind")
+
+
+def _refine_working(con: duckdb.DuckDBPyConnection, model: GoldModel) -> GoldModel:
+    """The working shares re-fitted by EM. The plain fit counts every biggest wrong class as a wrong answer, but where
+    the key is wrong that class is the true answer: with 3 % of keys wrong and a policy that reaches most true
+    answers, those classes are a good part of the wrong side's ``supported`` ones, and the ratio comes out several
+    times too small. Each step weighs a problem's biggest wrong class by the posterior that its key is wrong (to the
+    right side) and by the rest (to the wrong side), and its gold class, where the key is right, to the right side."""
+    for _ in range(WORKING_EM_STEPS):
+        rows = con.execute(f"""WITH post AS (
+                SELECT c, m, gold_kind, wrong_kind,
+                       CASE WHEN m = 0 THEN 0.0 ELSE 1 / (1 + exp(-least(700.0, greatest(-700.0, {_log_odds(model)}))))
+                       END AS p
+                FROM _pooled p LEFT JOIN _pass_prior pp USING (stratum))
+            SELECT kind, sum(right_w), sum(wrong_w) FROM (
+                SELECT gold_kind AS kind, 1 - p AS right_w, 0.0 AS wrong_w FROM post WHERE c >= 2 AND gold_kind IS NOT NULL
+                UNION ALL SELECT wrong_kind, p, 1 - p FROM post WHERE m >= 2 AND wrong_kind IS NOT NULL)
+            GROUP BY 1""").fetchall()
+        got = {k: (r, w) for k, r, w in rows}
+        n_right, n_wrong = (sum(v[i] for v in got.values()) for i in (0, 1))
+        right = tuple((got.get(k, (0.0, 0.0))[0] + 1) / (n_right + len(KINDS)) for k in KINDS)
+        wrong = tuple((got.get(k, (0.0, 0.0))[1] + 1) / (n_wrong + len(KINDS)) for k in KINDS)
+        if max(abs(a - b) for a, b in zip(right + wrong, model.working_right + model.working_wrong, strict=True)) < 1e-4:
+            break
+        model = replace(model, working_right=right, working_wrong=wrong)
+    return model
+
+
+def class_kinds_sql(samples: str, working: str) -> str:
+    """Per (problem, answer class) read (:func:`read_sql`), the majority working kind of its read rows: ``false``
+    when half or more are, else ``supported`` when more than half are, else ``none``."""
+    return f"""SELECT problem_id, answer_class,
+               CASE WHEN 2 * count(*) FILTER (WHERE w.working = 'false') >= count(*) THEN 'false'
+                    WHEN 2 * count(*) FILTER (WHERE w.working = 'supported') > count(*) THEN 'supported'
+                    ELSE 'none' END AS kind
+        FROM ({_classed_sql(samples)}) s JOIN ({read_sql(samples)}) r USING (problem_id, policy_id, sample_idx)
+        JOIN {working} w USING (problem_id, policy_id, sample_idx)
+        WHERE w.working IS NOT NULL GROUP BY ALL"""
+
+
 def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float, prior: float,
             model: GoldModel | None = None, strata: str | None = None,
-            review_precision: float | None = None) -> GoldModel:
+            review_precision: float | None = None, working: str | None = None) -> GoldModel:
     """Create ``_modal`` (problem_id, policy_id, modal_answer, modal_share, modal_is_gold, gold_suspicion,
     gold_suspect) from the verdict rows in ``samples``; the model is fitted on them unless ``model`` is given.
     ``strata``: a relation of ``problem_id, stratum`` (:func:`strata_sql`); None: one pass-rate Beta for all.
     ``review_precision``: flag further down the ranking at that expected precision (:func:`_suspects_sql`).
-    Returns the model used."""
+    ``working``: a relation of ``problem_id, policy_id, sample_idx, working`` (:func:`.working.working_kind`) holding
+    at least the rows :func:`read_sql` selects; None: the working is not weighed. Returns the model used."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _classes AS {classes_sql(samples)}")
+    kinds = (class_kinds_sql(samples, working) if working is not None else
+             "SELECT NULL::VARCHAR AS problem_id, NULL::VARCHAR AS answer_class, NULL::VARCHAR AS kind WHERE false")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _kinds AS {kinds}")
     con.execute("""CREATE OR REPLACE TEMP TABLE _mode AS
         SELECT * FROM (
             SELECT *, sum(n_class) OVER (PARTITION BY problem_id, policy_id) AS n_valid,
@@ -277,20 +414,29 @@ def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float, p
             FROM _classes) WHERE rank = 1""")
     # per problem, over every policy that measured it: format-valid v, on the gold c, on the biggest wrong class m
     strata = strata or "(SELECT NULL::VARCHAR AS problem_id, NULL::VARCHAR AS stratum WHERE false)"
+    # (the biggest wrong class: ties go to the first class in order, whose working is the one weighed)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _pooled AS
         WITH per_class AS (SELECT problem_id, answer_class, sum(n_class)::BIGINT AS n FROM _classes GROUP BY ALL),
-        top AS (SELECT problem_id, max(n) AS m FROM per_class WHERE answer_class IS NOT NULL GROUP BY ALL)
+        top AS (SELECT problem_id, n AS m, answer_class AS top_class FROM (
+                    SELECT *, row_number() OVER (PARTITION BY problem_id ORDER BY n DESC, answer_class) AS rank
+                    FROM per_class WHERE answer_class IS NOT NULL) WHERE rank = 1)
         SELECT problem_id, sum(n)::BIGINT AS v, coalesce(sum(n) FILTER (WHERE answer_class IS NULL), 0)::BIGINT AS c,
-               coalesce(any_value(top.m), 0)::BIGINT AS m, any_value(st.stratum) AS stratum
+               coalesce(any_value(top.m), 0)::BIGINT AS m, any_value(st.stratum) AS stratum,
+               any_value(gk.kind) AS gold_kind, any_value(wk.kind) AS wrong_kind
         FROM per_class LEFT JOIN top USING (problem_id)
         LEFT JOIN (SELECT problem_id, any_value(stratum) AS stratum FROM {strata} GROUP BY 1) st USING (problem_id)
+        LEFT JOIN (SELECT problem_id, kind FROM _kinds WHERE answer_class IS NULL) gk USING (problem_id)
+        LEFT JOIN (SELECT problem_id AS wk_problem, answer_class AS wk_class, kind FROM _kinds) wk
+               ON wk.wk_problem = per_class.problem_id AND wk.wk_class = top.top_class
         GROUP BY problem_id""")
+    fitted = model is None
     model = model or fit(con, "_pooled", prior=prior)
     con.execute("CREATE OR REPLACE TEMP TABLE _pass_prior (stratum VARCHAR, alpha DOUBLE, beta DOUBLE)")
     if model.strata:
         con.executemany("INSERT INTO _pass_prior VALUES (?, ?, ?)", [(s, a, b) for s, a, b, _ in model.strata])
-    log_odds = model.log_odds_sql("c", "m", "v", alpha=f"coalesce(pp.alpha, {model.alpha!r})",
-                                  beta=f"coalesce(pp.beta, {model.beta!r})")
+    if fitted and model.working_right:
+        model = _refine_working(con, model)
+    log_odds = _log_odds(model)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _modal AS
         WITH score AS (
             SELECT problem_id, m > c AND 2 * m >= v - c AS outnumbers, m >= 2 AS witnessed,
@@ -301,6 +447,6 @@ def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float, p
                m.answer_class IS NULL AS modal_is_gold, s.gold_suspicion,
                s.gold_suspect
         FROM _mode m JOIN ({_suspects_sql('score', threshold, review_precision)}) s USING (problem_id)""")
-    for t in ("_classes", "_mode", "_pooled", "_pass_prior"):
+    for t in ("_classes", "_kinds", "_mode", "_pooled", "_pass_prior"):
         con.execute(f"DROP TABLE {t}")
     return model
