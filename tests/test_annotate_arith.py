@@ -233,6 +233,13 @@ def test_a_wrong_rounding_or_a_far_value_gives_nothing():
     assert not computes("\\[ 4499 / 2250 = 1.9996 \\]", 3)
 
 
+def test_an_answer_of_zero_is_read_without_dividing_by_it():
+    # "5 = 0" is no true statement and no conversion of 0 (a real THIP MATH-500 working, 5 = 0 read from "f(5) = 0",
+    # raised ZeroDivisionError in the conversion check)
+    assert computes("The roots: x = 5 = 0 at the end.", 0) is False
+    assert check_working("So 3 = 0 here. The answer is 0.", "0", "What is 2 - 2?") is not None
+
+
 def test_a_reasoning_models_thinking_is_not_its_working():
     q = "Ana has 21 marbles. She buys 15 more and then gives 33 to a friend. How many does she have?"
     tried = "<think>21 - 15 = 3? No: 21 + 15 = 36, and 36 - 33 = 3.</think>\n21 + 15 - 33 = 3. The answer is 3."

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.annotate.core import annotate_tables
 from pipeline.annotate.gold_suspicion import MIN_FIT, MIN_STRATUM, REVIEW_FLOOR, GoldModel, fit, posterior, prepare
+from pipeline.annotate.working import KINDS
 from pipeline.config import AnnotateConfig
 from pipeline.engines import Prompt
 from pipeline.engines.fake import fake_completion
@@ -272,9 +273,11 @@ def test_injected_wrong_golds_are_found_where_the_policy_is_strong(tmp_path: Pat
     f = measure(*_fake_run(60, 8, 0.85), workdir=tmp_path, draws=40, signatures=True)
     assert f.eligible == f.problems == 60 and f.changed_per_draw == 2  # 3 % of 60
     assert f.tp + f.fn == 40 * 2
-    # the signatures count exactly the misses and the false flags, each a (c, m, v) of 8 valid rollouts or fewer
+    # the signatures count exactly the misses and the false flags, each a (c, m, v) of 8 valid rollouts or fewer and
+    # the biggest wrong class's working kind (read where it holds two rollouts or more)
     assert sum(f.missed.values()) == f.fn and sum(f.false.values()) == f.fp
-    assert all(c >= 0 and 0 < m <= v <= 8 and c + m <= v for c, m, v in (*f.missed, *f.false))
+    assert all(c >= 0 and 0 < m <= v <= 8 and c + m <= v and (kind in KINDS if m >= 2 else kind is None)
+               for c, m, v, kind in (*f.missed, *f.false))
     assert f.recall >= 0.7 and f.precision >= 0.5
     assert f.ece <= 0.05
 

@@ -19,6 +19,17 @@ measured it, the problem has ``v`` format-valid rollouts: ``c`` on the gold, ``m
   ``p``, and the key is one wrong answer among others, hit by a share ``Beta(1, KEY_MISS)`` (mean 5 %) of the
   other rollouts.
 
+**The working.** Counts cannot tell a wrong key from a policy that repeats one slip: the embedded model answers
+"8 * 4 = 24. The answer is 24." on 8 samples of 8 where the key 32 is right, and "3 + 5 = 8. The answer is 8." on
+7 of 8 where a key was moved to 9. Where the biggest wrong class holds two rollouts or more, the working of its
+first :data:`~.working.READ_PER_CLASS` is read (:mod:`.working`: ``false``, ``supported`` or ``none``, the class's
+majority) and weighed as one more factor: under a wrong key that class is the true answer, so its kind is drawn as
+the run's right-answer classes' kinds are (the gold classes of two rollouts or more), under a right key as its
+wrong-answer classes' are (the biggest wrong classes). Both sets of shares are fitted to the run, then refined by
+EM (:func:`_refine_working`: a wrong key's class belongs on the right side), with one added to each count and
+nothing fitted below :data:`MIN_FIT` classes a side; so a policy whose wrong answers show no false arithmetic, or
+a reader that cannot read its working, gets a factor near 1.
+
 ``alpha, beta`` are fitted by maximum likelihood (beta-binomial, a grid) to every problem's ``(c, v)``, ``a, b`` to
 ``(m, v - c)`` where two or more rollouts are wrong; with fewer than :data:`MIN_FIT` problems a uniform Beta(1, 1)
 stands in.
@@ -57,10 +68,9 @@ from dataclasses import dataclass, replace
 from math import exp, lgamma, log
 
 import duckdb
-import pyarrow as pa
 
-from pipeline.annotate.working import KINDS, READ_PER_CLASS, working_kind
-from pipeline.numbers import IN_TEXT_SQL
+from pipeline.annotate.answer_classes import NORMALISED_SQL, classes_sql
+from pipeline.annotate.working import KINDS, class_kinds_sql, read_sql, read_working
 from pipeline.sqltext import sql_literal
 
 __all__ = [
@@ -80,16 +90,6 @@ __all__ = [
     "read_working",
     "strata_sql",
 ]
-
-# the normalised form of an extracted answer, in DuckDB (``{x}``: the column). A number's unit is no part of its
-# class: "135 \text{ kWh}", "135" and "135\,\text{kWh}" are one wrong answer (three policies that agree), as are
-# "25\%" and "25", "30^\circ" and "30"
-NORMALISED_SQL = r"""(CASE
-    WHEN regexp_matches(n0, '^-?\d{{1,3}}(,\d{{3}})+(\.\d+)?$') THEN replace(n0, ',', '')
-    ELSE n0 END)""".replace("n0", r"""regexp_replace(regexp_replace(regexp_replace(regexp_replace(lower({x}),
-        '\s+|\\?\$|\\left|\\right|\\displaystyle|\\[!,;]', '', 'g'), '\\[dt]frac', '\\frac', 'g'),
-        '^(NUMBER)(\\(text|mbox|mathrm|textrm)\{{[a-z.]*\}}|\\?%|\^\{{?\\circ\}}?|°)+$', '\1'),
-        '(\.0+)?\.?$', '')""").replace("NUMBER", IN_TEXT_SQL)
 
 MIN_FIT = 20  # problems a Beta needs to be fitted; fewer: Beta(1, 1)
 MAX_STRATA = 64  # the biggest strata get their own pass-rate Beta; the rest take the pooled one
@@ -279,57 +279,6 @@ def strata_sql(problems: str) -> str:
                                        ELSE source || ' ' || trim(level) END AS stratum FROM {problems}"""
 
 
-def classes_sql(samples: str) -> str:
-    """Per (problem, policy, answer class): its count and its most frequent extracted text (the gold's class: a null
-    ``answer_class``); ``samples`` names a relation with ``problem_id, policy_id, status, extracted``."""
-    norm = NORMALISED_SQL.format(x="extracted")
-    return f"""
-        SELECT problem_id, policy_id, CASE WHEN status = 'correct' THEN NULL ELSE {norm} END AS answer_class,
-               count(*) AS n_class, mode(extracted ORDER BY extracted) AS shown
-        FROM {samples} WHERE status IN ('correct', 'incorrect') GROUP BY ALL"""
-
-
-def _classed_sql(samples: str) -> str:
-    """Each format-valid row of ``samples`` with its ``answer_class`` (null: the gold's)."""
-    norm = NORMALISED_SQL.format(x="extracted")
-    return (f"SELECT *, CASE WHEN status = 'correct' THEN NULL ELSE {norm} END AS answer_class FROM {samples} "
-            "WHERE status IN ('correct', 'incorrect')")
-
-
-def read_sql(samples: str) -> str:
-    """SQL: the rows of ``samples`` whose working the score reads (:mod:`.working`): the first
-    :data:`~.working.READ_PER_CLASS` (by policy and sample) of every answer class, pooled over the policies, that holds
-    two rollouts or more: ``problem_id, policy_id, sample_idx``."""
-    return f"""SELECT problem_id, policy_id, sample_idx FROM (
-        SELECT problem_id, policy_id, sample_idx, count(*) OVER w AS n_class,
-               row_number() OVER (w ORDER BY policy_id, sample_idx) AS i
-        FROM ({_classed_sql(samples)}) WINDOW w AS (PARTITION BY problem_id, answer_class))
-        WHERE n_class >= 2 AND i <= {READ_PER_CLASS}"""
-
-
-def read_working(con: duckdb.DuckDBPyConnection, *, samples: str, rollouts: str, batch_rows: int = 4096) -> str:
-    """Read the working of the rows :func:`read_sql` selects from ``samples`` (which carries ``thinking_chars``), their
-    text from ``rollouts``, into the temp table ``_working`` (``problem_id, policy_id, sample_idx, working``); returns
-    its name, for :func:`prepare`. Streams the text ``batch_rows`` rows at a time; keeps only the keys and kinds."""
-    keys: dict[str, list] = {"problem_id": [], "policy_id": [], "sample_idx": [], "working": []}
-    reader = con.sql(f"""SELECT s.problem_id, s.policy_id, s.sample_idx, r.completion, s.extracted,
-                                s.thinking_chars IS NOT NULL AS thinking
-        FROM ({read_sql(samples)}) k JOIN {samples} s USING (problem_id, policy_id, sample_idx)
-        JOIN {rollouts} r USING (problem_id, policy_id, sample_idx)""").to_arrow_reader(batch_rows)
-    for batch in reader:
-        cols = batch.to_pydict()
-        for k in ("problem_id", "policy_id", "sample_idx"):
-            keys[k].extend(cols[k])
-        keys["working"].extend(working_kind(t, x, th)
-                               for t, x, th in zip(cols["completion"], cols["extracted"], cols["thinking"], strict=True))
-    table = pa.table(keys, schema=pa.schema([("problem_id", pa.string()), ("policy_id", pa.string()),
-                                             ("sample_idx", pa.int64()), ("working", pa.string())]))
-    con.register("_working_arrow", table)
-    con.execute("CREATE OR REPLACE TEMP TABLE _working AS SELECT * FROM _working_arrow")
-    con.unregister("_working_arrow")
-    return "_working"
-
-
 def _suspects_sql(score: str, threshold: float, review_precision: float | None) -> str:
     """``score`` (problem_id, outnumbers, witnessed, gold_suspicion) with ``gold_suspect``: outnumbering and at or
     above ``threshold``; with a ``review_precision``, also every outnumbering problem with two rollouts or more on
@@ -379,18 +328,6 @@ def _refine_working(con: duckdb.DuckDBPyConnection, model: GoldModel) -> GoldMod
             break
         model = replace(model, working_right=right, working_wrong=wrong)
     return model
-
-
-def class_kinds_sql(samples: str, working: str) -> str:
-    """Per (problem, answer class) read (:func:`read_sql`), the majority working kind of its read rows: ``false``
-    when half or more are, else ``supported`` when more than half are, else ``none``."""
-    return f"""SELECT problem_id, answer_class,
-               CASE WHEN 2 * count(*) FILTER (WHERE w.working = 'false') >= count(*) THEN 'false'
-                    WHEN 2 * count(*) FILTER (WHERE w.working = 'supported') > count(*) THEN 'supported'
-                    ELSE 'none' END AS kind
-        FROM ({_classed_sql(samples)}) s JOIN ({read_sql(samples)}) r USING (problem_id, policy_id, sample_idx)
-        JOIN {working} w USING (problem_id, policy_id, sample_idx)
-        WHERE w.working IS NOT NULL GROUP BY ALL"""
 
 
 def prepare(con: duckdb.DuckDBPyConnection, *, samples: str, threshold: float, prior: float,

@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import duckdb
+import pyarrow as pa
+
+from pipeline.annotate.answer_classes import classed_sql
 from pipeline.annotate.graded import graded_text
 from pipeline.arith import answer_value, gives, solutions, statements
 
@@ -49,3 +53,49 @@ def _kind(completion: str, extracted: str | None, thinking: bool) -> str:
     if answer is not None and (any(gives(s, answer) for s in stmts) or answer in solutions(working)):
         return "supported"
     return "none"
+
+
+def read_sql(samples: str) -> str:
+    """SQL: the rows of ``samples`` whose working the score reads (:mod:`.working`): the first
+    :data:`~.working.READ_PER_CLASS` (by policy and sample) of every answer class, pooled over the policies, that holds
+    two rollouts or more: ``problem_id, policy_id, sample_idx``."""
+    return f"""SELECT problem_id, policy_id, sample_idx FROM (
+        SELECT problem_id, policy_id, sample_idx, count(*) OVER w AS n_class,
+               row_number() OVER (w ORDER BY policy_id, sample_idx) AS i
+        FROM ({classed_sql(samples)}) WINDOW w AS (PARTITION BY problem_id, answer_class))
+        WHERE n_class >= 2 AND i <= {READ_PER_CLASS}"""
+
+
+def read_working(con: duckdb.DuckDBPyConnection, *, samples: str, rollouts: str, batch_rows: int = 4096) -> str:
+    """Read the working of the rows :func:`read_sql` selects from ``samples`` (which carries ``thinking_chars``), their
+    text from ``rollouts``, into the temp table ``_working`` (``problem_id, policy_id, sample_idx, working``); returns
+    its name, for :func:`prepare`. Streams the text ``batch_rows`` rows at a time; keeps only the keys and kinds."""
+    keys: dict[str, list] = {"problem_id": [], "policy_id": [], "sample_idx": [], "working": []}
+    reader = con.sql(f"""SELECT s.problem_id, s.policy_id, s.sample_idx, r.completion, s.extracted,
+                                s.thinking_chars IS NOT NULL AS thinking
+        FROM ({read_sql(samples)}) k JOIN {samples} s USING (problem_id, policy_id, sample_idx)
+        JOIN {rollouts} r USING (problem_id, policy_id, sample_idx)""").to_arrow_reader(batch_rows)
+    for batch in reader:
+        cols = batch.to_pydict()
+        for k in ("problem_id", "policy_id", "sample_idx"):
+            keys[k].extend(cols[k])
+        keys["working"].extend(working_kind(t, x, th)
+                               for t, x, th in zip(cols["completion"], cols["extracted"], cols["thinking"], strict=True))
+    table = pa.table(keys, schema=pa.schema([("problem_id", pa.string()), ("policy_id", pa.string()),
+                                             ("sample_idx", pa.int64()), ("working", pa.string())]))
+    con.register("_working_arrow", table)
+    con.execute("CREATE OR REPLACE TEMP TABLE _working AS SELECT * FROM _working_arrow")
+    con.unregister("_working_arrow")
+    return "_working"
+
+
+def class_kinds_sql(samples: str, working: str) -> str:
+    """Per (problem, answer class) read (:func:`read_sql`), the majority working kind of its read rows: ``false``
+    when half or more are, else ``supported`` when more than half are, else ``none``."""
+    return f"""SELECT problem_id, answer_class,
+               CASE WHEN 2 * count(*) FILTER (WHERE w.working = 'false') >= count(*) THEN 'false'
+                    WHEN 2 * count(*) FILTER (WHERE w.working = 'supported') > count(*) THEN 'supported'
+                    ELSE 'none' END AS kind
+        FROM ({classed_sql(samples)}) s JOIN ({read_sql(samples)}) r USING (problem_id, policy_id, sample_idx)
+        JOIN {working} w USING (problem_id, policy_id, sample_idx)
+        WHERE w.working IS NOT NULL GROUP BY ALL"""

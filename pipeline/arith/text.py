@@ -339,7 +339,7 @@ def gives(s: Statement, target: Fraction) -> bool:
         # ... or a value that the target rounds ("33.33%" for 33, "1.98 trips" for 2: a fraction rounded to a whole)
         return target in values or (target.denominator == 1 and any(
             v.denominator != 1 and abs(v - target) < Fraction(1, 2) for v in values))
-    if (s.rhs_value == target and s.lhs_value and not _OPERATOR.search(s.lhs) and not _OPERATOR.search(s.rhs)
+    if (target and s.rhs_value == target and s.lhs_value and not _OPERATOR.search(s.lhs) and not _OPERATOR.search(s.rhs)
             and s.lhs_value / target in _CONVERSIONS):
         return True  # "$0.25 = 25 cents": a conversion of a value the working holds
     return s.lhs == "…" and s.rhs_value == target and bool(_OPERATOR.search(s.rhs))
