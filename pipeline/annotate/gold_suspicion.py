@@ -58,8 +58,10 @@ the recall of injected wrong keys from about 0.52 to 0.73 and the precision from
 (docs/tables.md#suspect-golds).
 
 It still cannot tell a wrong key from policies that are confidently wrong the same way on a problem of a stratum
-they usually solve; the sum of the posteriors is the number of wrong keys the model expects (over the flagged
-problems: among them), which ``passband summary``, the report and the card print beside the count.
+they usually solve, unless their working shows the slip; nor find a wrong key on a problem the policies fail too
+(the "key wrong" explanation has the biggest wrong class as the true answer). The sum of the posteriors is the
+number of wrong keys the model expects (over the flagged problems: among them), which ``passband summary``, the report
+and the card print beside the count.
 """
 
 from __future__ import annotations
