@@ -4,7 +4,7 @@
     cd OUT && passband ingest && passband rollout && passband verify && passband annotate --no-plots && passband summary
     python benchmarks/gold_suspicion.py --root OUT --draws 200
 
-The answer-key score's strong case (issue 52: "k >= 8 samples of a model that solves most items") with real model
+The answer-key score's strong case ("k >= 8 samples of a model that solves most items") with real model
 text: SmolLM2-135M-Instruct (the embedded default, 3-shot, T = 0.8, vLLM) samples 8 answers to each of the synthetic
 source's one-digit sums (L1), one-digit products (L2) and two-digit sums without carry (L3), which the main job measures
 at mean pass rates 0.84, 0.68 and 0.56. The keys are computed, so every key is right: the benchmark moves 3 % of them

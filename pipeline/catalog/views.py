@@ -15,7 +15,7 @@ from pipeline.annotate.detectors import flag_kinds_sql
 from pipeline.bands import sql_values
 from pipeline.config import Params
 from pipeline.errors import PassbandError
-from pipeline.io import SHARD_GLOB, check_shards, follow_umask, remove_stale_temps, shard_paths
+from pipeline.io import SHARD_GLOB, check_shards, follow_umask, remove_stale_temps, shard_paths, temp_prefix
 from pipeline.ownership import check_file_target
 from pipeline.schema import TABLES, schema
 from pipeline.sqltext import VIEWS_DIR, sql_list, sql_literal
@@ -171,7 +171,7 @@ def build_catalog(params: Params, *, root: Path = Path(".")) -> Path:
     check()  # before any work: a user's DuckDB file is refused, untouched
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(target)  # a killed build's temp database (and its .wal)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=temp_prefix(target), suffix=".tmp")
     os.close(fd)
     os.unlink(tmp)  # duckdb wants to create the file itself
     try:

@@ -2,7 +2,7 @@
 
 A table lives in a directory of shards (``<dir>/*.parquet``). Writers always pass the
 declared schema, write under a name that the readers' glob cannot match
-(``.<name>.parquet.<random>.tmp``) and rename into place, so a reader never sees half a file and a
+(``.<name>.parquet.<pid>.<random>.tmp``) and rename into place, so a reader never sees half a file and a
 killed writer leaves at most one stray temp file, which the next write of the same file removes
 (``passband doctor`` reports and moves aside any other).
 
@@ -35,6 +35,7 @@ from pipeline.io.files import (
     read_plain_file,
     remove_stale_temps,
     split_timings,
+    temp_prefix,
     write_json,
     write_metrics,
 )
@@ -57,5 +58,5 @@ __all__ = ["REPAIR_HINT", "SHARD_GLOB", "SKIP_BYTES", "TEMP_GLOB", "TIMINGS", "T
            "DiskFullError", "atomic_path", "atomic_write_bytes", "atomic_write_text", "bounded_lines", "check_shard",
            "check_shards", "claim_table_dir", "current_umask", "damaged", "disk_full", "follow_umask",
            "is_table_shard", "path_in", "read_plain_file", "read_shard", "read_table", "remove_stale_temps",
-           "replace_dir", "shard_paths", "split_timings", "swap_dirs", "temp_paths", "write_json", "write_metrics",
+           "replace_dir", "shard_paths", "split_timings", "swap_dirs", "temp_paths", "temp_prefix", "write_json", "write_metrics",
            "write_table"]

@@ -71,7 +71,7 @@ def atomic_path(path: str | Path) -> Iterator[str]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     os.close(fd)
     try:
         yield tmp
@@ -89,10 +89,31 @@ def atomic_path(path: str | Path) -> Iterator[str]:
         raise
 
 
+def temp_prefix(path: str | Path) -> str:
+    """The name a temp file of ``path`` starts with: ``.<name>.<pid>.``, so that a writer knows another's live temp."""
+    return f".{Path(path).name}.{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
 def remove_stale_temps(path: str | Path) -> None:
-    """Remove the temp files a killed write of ``path`` left beside it (each stage runs under its lock, so none is live)."""
+    """Remove the temp files a killed write of ``path`` left beside it. A temp of another live process is left alone:
+    a stage runs under its lock, but two engine replicas of one stage write the same vLLM logging config at once (one
+    replica's cleanup removed the other's temp between its write and its rename)."""
     path = Path(path)
-    for old in path.parent.glob(f".{glob.escape(path.name)}.*.tmp*"):
+    head = f".{path.name}."
+    for old in path.parent.glob(f"{glob.escape(head)}*.tmp*"):
+        pid = old.name[len(head):].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
         old.unlink(missing_ok=True)
 
 
